@@ -1,0 +1,33 @@
+/**
+ * `npm run bench`: runs every `bench/*.bench.ts` (or those whose name contains an argument) one
+ * after another in this process and prints each one's report. Every benchmark measures a
+ * baseline in the same run (e.g. direct call vs proxied call) and reports ratios, so figures
+ * are comparable across machines. Results are also written to bench/results/<name>.json.
+ */
+import fs from 'node:fs';
+import path from 'node:path';
+import { fileURLToPath, pathToFileURL } from 'node:url';
+
+/** What a benchmark module exports as default. */
+export type Benchmark = () => Promise<Record<string, unknown>>;
+
+const here = path.dirname(fileURLToPath(import.meta.url));
+const filters = process.argv.slice(2);
+const files = fs
+  .readdirSync(here)
+  .filter((f) => f.endsWith('.bench.ts'))
+  .filter((f) => filters.length === 0 || filters.some((s) => f.includes(s)))
+  .sort();
+fs.mkdirSync(path.join(here, 'results'), { recursive: true });
+for (const file of files) {
+  const name = file.replace(/\.bench\.ts$/, '');
+  process.stdout.write(`\n=== ${name} ===\n`);
+  const mod = (await import(pathToFileURL(path.join(here, file)).href)) as { default: Benchmark };
+  const started = Date.now();
+  const result = await mod.default();
+  fs.writeFileSync(
+    path.join(here, 'results', `${name}.json`),
+    JSON.stringify({ at: new Date().toISOString(), ms: Date.now() - started, result }, null, 2),
+  );
+}
+process.exit(0);

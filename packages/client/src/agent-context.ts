@@ -1,0 +1,74 @@
+/**
+ * Agent context (spec 5.4): code that runs inside an agent run is marked through
+ * AsyncLocalStorage, so every log and proxied call made anywhere below it, across awaits,
+ * carries the run id, the agent id, a W3C `traceparent`, and the agent's rationale, encrypted
+ * with the client's active key, in `X-Agent-Rationale`.
+ *
+ * Headers sent from inside a run: `X-Service-Run-ID` (run id), `X-Service-Agent-ID` (agent id),
+ * `traceparent` (`00-<trace id>-<new span id>-01`, the trace id derived from the run id so every
+ * call of a run shares it), and `X-Agent-Rationale` when a rationale is given. A human-class key
+ * used inside a run is what the server reports as credential handover.
+ */
+import { AsyncLocalStorage } from 'node:async_hooks';
+import { randomId, sha256Hex } from '@countersign/core';
+import { randomBytes } from 'node:crypto';
+
+/** What marks an agent run. */
+export interface AgentRunOptions {
+  /** Run id: stitches logs and calls into one trace (`traceId`). Default: inherited from an outer run, else a new `run_…` id. */
+  runId?: string;
+  /** Agent id: the default `actor` of logs and `X-Service-Agent-ID` of calls. Default: inherited, else `agent`. */
+  agentId?: string;
+  /** Why the agent acts; sent encrypted as `X-Agent-Rationale` and stored inside the encrypted payload. */
+  rationale?: string;
+  /** An incoming W3C `traceparent` to continue (its trace id is kept). */
+  traceparent?: string;
+}
+
+/** The agent context in effect. */
+export interface AgentContext {
+  runId: string;
+  agentId: string;
+  rationale: string | undefined;
+  /** 32 hex digits: the W3C trace id shared by every call of the run. */
+  traceIdHex: string;
+  /** 16 hex digits: the span of the run itself (parent of each call's span). */
+  spanIdHex: string;
+}
+
+const storage = new AsyncLocalStorage<AgentContext>();
+
+const TRACEPARENT_RE = /^00-([0-9a-f]{32})-([0-9a-f]{16})-[0-9a-f]{2}$/;
+
+/** The agent context of the current async call chain, or undefined outside any run. */
+export function currentAgentContext(): AgentContext | undefined {
+  return storage.getStore();
+}
+
+/** A new random span id (16 hex digits, never all zero). */
+export function newSpanId(): string {
+  let id = '';
+  while (!id || /^0+$/.test(id)) id = randomBytes(8).toString('hex');
+  return id;
+}
+
+/** Builds the context a run would have under the current one. */
+export function makeAgentContext(options: AgentRunOptions, outer: AgentContext | undefined = currentAgentContext()): AgentContext {
+  const runId = options.runId ?? outer?.runId ?? 'run_' + randomId(20);
+  if (runId.length === 0 || runId.length > 256) throw new RangeError('runId must be 1-256 characters');
+  const agentId = options.agentId ?? outer?.agentId ?? 'agent';
+  if (agentId.length === 0 || agentId.length > 256) throw new RangeError('agentId must be 1-256 characters');
+  const incoming = options.traceparent ? TRACEPARENT_RE.exec(options.traceparent.trim().toLowerCase()) : null;
+  const traceIdHex = incoming?.[1] ?? (options.runId === undefined && outer ? outer.traceIdHex : sha256Hex(runId).slice(0, 32));
+  return { runId, agentId, rationale: options.rationale ?? outer?.rationale, traceIdHex, spanIdHex: newSpanId() };
+}
+
+/** Runs `fn` inside an agent context (see {@link makeAgentContext}); returns what `fn` returns. */
+export function runInAgentContext<T>(context: AgentContext, fn: () => T): T {
+  return storage.run(context, fn);
+}
+
+/** A W3C traceparent for one call inside `context` (a fresh span id per call). */
+export function traceparentFor(context: AgentContext): string {
+  return `00-${context.traceIdHex}-${newSpanId()}-01`;
+}

@@ -1,0 +1,221 @@
+/**
+ * The zero-knowledge envelope: AES-256-GCM through WebCrypto, so the same code seals in the
+ * proxy, the client library and opens in the browser.
+ *
+ * Format (DESIGN "Envelope"): `{"v":1,"alg":"A256GCM","kid","iv","ct","tag"}` with base64url
+ * fields; the AAD is the UTF-8 log id, so an envelope cannot be moved to another log id.
+ * The 256-bit key is SHA-256 of the UTF-8 key string.
+ */
+import { canonicalBytes } from './canonical.js';
+import { CoreError } from './errors.js';
+import { concatBytes, fromBase64, fromUtf8, toBase64Url, toHex, utf8 } from './encoding.js';
+import { randomBytes } from './random.js';
+import { nodeCrypto } from './native.js';
+import { sha256 } from './hash.js';
+import { parsePayloadJson } from './payload.js';
+
+/** The stored form of an encrypted payload. */
+export interface Envelope {
+  v: 1;
+  alg: 'A256GCM';
+  /** Keyring id, or `sha256:` + 16 hex digits of SHA-256 of the derived key. */
+  kid: string;
+  /** 12-byte IV, base64url. */
+  iv: string;
+  /** Ciphertext without the tag, base64url. */
+  ct: string;
+  /** 16-byte GCM tag, base64url. */
+  tag: string;
+}
+
+/** A derived envelope key: the raw bytes never leave this module, only the CryptoKey. */
+export interface EnvelopeKey {
+  /** The key id written into envelopes made with this key. */
+  kid: string;
+  /** WebCrypto AES-GCM key. */
+  cryptoKey: CryptoKey;
+}
+
+// A WebCrypto call is a round trip through a worker thread; for the small payloads of the hot
+// path Node's synchronous cipher (native.ts) is several times cheaper. Same algorithm, same bytes.
+/** Larger payloads go to WebCrypto, off the event loop. */
+const SYNC_LIMIT_BYTES = 256 * 1024;
+/** Raw key bytes, kept beside each derived key for the synchronous path and never exported. */
+const rawKeys = new WeakMap<EnvelopeKey, Uint8Array>();
+
+const MAX_CACHED_KEYS = 256;
+const keyCache = new Map<string, Promise<EnvelopeKey>>();
+
+/**
+ * Derives the envelope key from a key string (SHA-256 of its UTF-8 bytes). Results are cached
+ * (bounded) because the proxy derives the same caller key on every request.
+ * @param keyString the secret as the caller gave it (non-empty).
+ * @param kid optional keyring id; otherwise the fingerprint id.
+ * @throws CoreError `invalid_key` on an empty key string.
+ */
+export function deriveEnvelopeKey(keyString: string, kid?: string): Promise<EnvelopeKey> {
+  if (typeof keyString !== 'string' || keyString.length === 0) {
+    return Promise.reject(new CoreError('invalid_key', 'encryption key must be a non-empty string'));
+  }
+  const cacheKey = (kid ?? '') + '\u0000' + keyString;
+  const hit = keyCache.get(cacheKey);
+  if (hit) return hit;
+  const raw = sha256(keyString);
+  const id = kid ?? 'sha256:' + toHex(sha256(raw)).slice(0, 16);
+  const made = globalThis.crypto.subtle
+    .importKey('raw', raw as BufferSource, { name: 'AES-GCM' }, false, ['encrypt', 'decrypt'])
+    .then((cryptoKey) => {
+      const key: EnvelopeKey = { kid: id, cryptoKey };
+      rawKeys.set(key, raw);
+      return key;
+    });
+  if (keyCache.size >= MAX_CACHED_KEYS) keyCache.delete(keyCache.keys().next().value as string);
+  keyCache.set(cacheKey, made);
+  return made;
+}
+
+/** The fingerprint key id of a key string, as used when there is no keyring. */
+export function fingerprintKid(keyString: string): string {
+  return 'sha256:' + toHex(sha256(sha256(keyString))).slice(0, 16);
+}
+
+/**
+ * Encrypts bytes into an envelope bound to `logId`.
+ */
+export async function sealBytes(plaintext: Uint8Array, key: EnvelopeKey, logId: string): Promise<Envelope> {
+  const iv = randomBytes(12);
+  const raw = rawKeys.get(key);
+  if (nodeCrypto && raw && plaintext.length <= SYNC_LIMIT_BYTES) {
+    const cipher = nodeCrypto.createCipheriv('aes-256-gcm', raw, iv, { authTagLength: 16 });
+    cipher.setAAD(utf8(logId));
+    const ct = concatBytes(cipher.update(plaintext), cipher.final());
+    return { v: 1, alg: 'A256GCM', kid: key.kid, iv: toBase64Url(iv), ct: toBase64Url(ct), tag: toBase64Url(cipher.getAuthTag()) };
+  }
+  const sealed = new Uint8Array(
+    await globalThis.crypto.subtle.encrypt(
+      { name: 'AES-GCM', iv: iv as BufferSource, additionalData: utf8(logId) as BufferSource, tagLength: 128 },
+      key.cryptoKey,
+      plaintext as BufferSource,
+    ),
+  );
+  return {
+    v: 1,
+    alg: 'A256GCM',
+    kid: key.kid,
+    iv: toBase64Url(iv),
+    ct: toBase64Url(sealed.subarray(0, sealed.length - 16)),
+    tag: toBase64Url(sealed.subarray(sealed.length - 16)),
+  };
+}
+
+/** Encrypts a JSON payload (its RFC 8785 bytes) into an envelope bound to `logId`. */
+export function sealPayload(payload: unknown, key: EnvelopeKey, logId: string): Promise<Envelope> {
+  return sealBytes(canonicalBytes(payload), key, logId);
+}
+
+/**
+ * Checks the shape of an untrusted envelope.
+ * @throws CoreError `invalid_envelope` naming the first thing that is wrong.
+ */
+export function assertEnvelope(value: unknown): asserts value is Envelope {
+  const bad = (why: string): never => {
+    throw new CoreError('invalid_envelope', `envelope ${why}`);
+  };
+  if (value === null || typeof value !== 'object' || Array.isArray(value)) bad('must be a JSON object');
+  const e = value as Record<string, unknown>;
+  const allowed = new Set(['v', 'alg', 'kid', 'iv', 'ct', 'tag']);
+  for (const k of Object.keys(e)) if (!allowed.has(k)) bad(`has an unknown field "${k}"`);
+  if (e.v !== 1) bad('field "v" must be 1');
+  if (e.alg !== 'A256GCM') bad('field "alg" must be "A256GCM"');
+  if (typeof e.kid !== 'string' || e.kid.length === 0 || e.kid.length > 128) bad('field "kid" must be a string of 1-128 characters');
+  for (const f of ['iv', 'ct', 'tag'] as const) {
+    if (typeof e[f] !== 'string' || !/^[A-Za-z0-9_-]*$/.test(e[f] as string)) bad(`field "${f}" must be base64url without padding`);
+  }
+  if (fromBase64(e.iv as string).length !== 12) bad('field "iv" must be 12 bytes');
+  if (fromBase64(e.tag as string).length !== 16) bad('field "tag" must be 16 bytes');
+}
+
+/**
+ * Decrypts an envelope bound to `logId`.
+ * @throws CoreError `invalid_envelope` on a malformed envelope, `decryption_failed` when the key,
+ * the log id or any byte is wrong.
+ */
+export async function openBytes(envelope: Envelope, key: EnvelopeKey, logId: string): Promise<Uint8Array> {
+  assertEnvelope(envelope);
+  const iv = fromBase64(envelope.iv);
+  const ct = fromBase64(envelope.ct);
+  const tag = fromBase64(envelope.tag);
+  const raw = rawKeys.get(key);
+  if (nodeCrypto && raw && ct.length <= SYNC_LIMIT_BYTES) {
+    try {
+      const decipher = nodeCrypto.createDecipheriv('aes-256-gcm', raw, iv, { authTagLength: 16 });
+      decipher.setAAD(utf8(logId));
+      decipher.setAuthTag(tag);
+      return concatBytes(decipher.update(ct), decipher.final());
+    } catch (cause) {
+      throw new CoreError('decryption_failed', 'envelope did not open: wrong key, wrong log id, or altered data', { cause });
+    }
+  }
+  const joined = new Uint8Array(ct.length + tag.length);
+  joined.set(ct);
+  joined.set(tag, ct.length);
+  try {
+    return new Uint8Array(
+      await globalThis.crypto.subtle.decrypt(
+        { name: 'AES-GCM', iv: iv as BufferSource, additionalData: utf8(logId) as BufferSource, tagLength: 128 },
+        key.cryptoKey,
+        joined,
+      ),
+    );
+  } catch (cause) {
+    throw new CoreError('decryption_failed', 'envelope did not open: wrong key, wrong log id, or altered data', { cause });
+  }
+}
+
+/** Decrypts an envelope and parses its JSON payload. */
+export async function openPayload(envelope: Envelope, key: EnvelopeKey, logId: string): Promise<Record<string, unknown>> {
+  return parsePayloadJson(fromUtf8(await openBytes(envelope, key, logId)));
+}
+
+/**
+ * A set of named keys, as in the client's keyring: one active key seals, every key opens.
+ */
+export class EnvelopeKeyring {
+  readonly #keys = new Map<string, string>();
+  readonly #active: string;
+
+  /**
+   * @param keys key id → key string (old keys stay for reading old logs).
+   * @param activeKid the id that seals new envelopes.
+   * @throws CoreError `unknown_key_id` when `activeKid` is not in `keys`.
+   */
+  constructor(keys: Record<string, string>, activeKid: string) {
+    for (const [kid, secret] of Object.entries(keys)) this.#keys.set(kid, secret);
+    if (!this.#keys.has(activeKid)) throw new CoreError('unknown_key_id', `active key id "${activeKid}" is not in the keyring`);
+    this.#active = activeKid;
+  }
+
+  /** The id of the sealing key. */
+  get activeKid(): string {
+    return this.#active;
+  }
+
+  /** The sealing key. */
+  activeKey(): Promise<EnvelopeKey> {
+    return deriveEnvelopeKey(this.#keys.get(this.#active)!, this.#active);
+  }
+
+  /**
+   * The key that opens `envelope`: by keyring id, or by fingerprint id for envelopes that
+   * were sealed with a bare key string (e.g. through the proxy).
+   * @throws CoreError `unknown_key_id` when no key of the ring matches.
+   */
+  async keyFor(envelope: Pick<Envelope, 'kid'>): Promise<EnvelopeKey> {
+    const byId = this.#keys.get(envelope.kid);
+    if (byId !== undefined) return deriveEnvelopeKey(byId, envelope.kid);
+    for (const secret of this.#keys.values()) {
+      if (fingerprintKid(secret) === envelope.kid) return deriveEnvelopeKey(secret);
+    }
+    throw new CoreError('unknown_key_id', `no key in the keyring has id "${envelope.kid}"`);
+  }
+}

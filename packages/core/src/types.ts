@@ -1,0 +1,108 @@
+/**
+ * Wire types that the server, the client, the CLI and the dashboard must agree on.
+ */
+import type { ActorType, CredentialClass } from './keys.js';
+import type { Envelope } from './envelope.js';
+
+/** The JSON body of every error answer. */
+export interface ErrorBody {
+  success: false;
+  error: { code: string; message: string; requestId: string };
+}
+
+/** Where a log entry came from. */
+export type LogSource = 'proxy' | 'log';
+
+/** Lifecycle of a log record: proxy records are written before forwarding, then completed. */
+export type LogStatus = 'pending' | 'complete' | 'failed' | 'interrupted';
+
+/** A log entry as read back (DESIGN "Paths"). `payload` is the envelope; the server never sees plaintext. */
+export interface LogEntry {
+  id: string;
+  projectId: string;
+  receivedAt: string;
+  actor: string;
+  action: string;
+  traceId: string | null;
+  actorType: ActorType;
+  credentialHandoverDetected: boolean;
+  source: LogSource;
+  status: LogStatus;
+  requestProof: boolean;
+  payloadHash: string | null;
+  payload: Envelope;
+  /** Plain metadata that the caller chose to send beside the envelope (already redacted); absent when none. */
+  metadata?: Record<string, unknown>;
+  /** When the caller says the event happened (client clock); absent when not given. */
+  occurredAt?: string;
+}
+
+/**
+ * One entry of a `POST /v1/log` body. `payload` is either a client-sealed {@link Envelope}
+ * (then `id` is required: it is the envelope's AAD) or a plain JSON object that the server seals
+ * with `X-Service-Encryption-Key`.
+ */
+export interface LogIngestEntry {
+  id?: string;
+  actor?: string;
+  action?: string;
+  traceId?: string;
+  requestProof?: boolean;
+  /** ISO 8601. */
+  occurredAt?: string;
+  /** Plain JSON stored in the clear beside the envelope (at most 4096 bytes). */
+  metadata?: Record<string, unknown>;
+  payload: Envelope | Record<string, unknown>;
+  /** Hex SHA-256 of the canonical plaintext; checked against nothing the server can see, kept for proofs. */
+  payloadHash?: string;
+}
+
+/** Filters of `GET /v1/projects/{projectId}/logs` (as query parameters). */
+export interface LogListFilter {
+  traceId?: string;
+  actor?: string;
+  actorType?: ActorType;
+  action?: string;
+  /** ISO 8601: receivedAt >= from. */
+  from?: string;
+  /** ISO 8601: receivedAt < to. */
+  to?: string;
+  /** Only entries with (true) or without (false) credential handover. */
+  handover?: boolean;
+  limit?: number;
+  cursor?: string;
+}
+
+/** A security event (spec 6). */
+export interface SecurityEvent {
+  id: string;
+  projectId: string;
+  type: 'security.policy_violation';
+  reason: 'credential_handover';
+  logId: string;
+  createdAt: string;
+  actor: string;
+  credentialClass: CredentialClass;
+  /** Names (not values) of the agent context headers that triggered it. */
+  agentHeaders: string[];
+}
+
+/** The headers of the Countersign interface (spec 4.1), lower-case as Node sees them. */
+export const HEADERS = {
+  encryptionKey: 'x-service-encryption-key',
+  agentId: 'x-service-agent-id',
+  action: 'x-service-action',
+  runId: 'x-service-run-id',
+  upstreamAuthorization: 'x-service-upstream-authorization',
+  logId: 'x-service-log-id',
+  agentRationale: 'x-agent-rationale',
+} as const;
+
+/** Default `actor` and `action` of proxied calls (spec 2.2). */
+export const PROXY_DEFAULTS = { actor: 'proxy', action: 'proxy.request' } as const;
+
+/** Client-chosen log ids: 16-128 characters of `A-Z a-z 0-9 _ . : -`, starting with a letter or digit (a UUID fits). */
+export const LOG_ID_PATTERN = '^[A-Za-z0-9][A-Za-z0-9_.:-]{15,127}$';
+
+/** The largest plain `metadata` object, as UTF-8 JSON bytes (it is stored in the clear). */
+export const MAX_METADATA_BYTES = 4096;

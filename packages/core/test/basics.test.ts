@@ -1,0 +1,223 @@
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { base64Portable } from '../src/encoding.js';
+import {
+  CoreError,
+  EnvelopeKeyring,
+  agentContextHeaders,
+  assertEnvelope,
+  bytesEqual,
+  canonicalize,
+  deriveEnvelopeKey,
+  detectCredentialHandover,
+  fingerprintKid,
+  fromBase64,
+  fromHex,
+  fromUtf8,
+  generateApiKey,
+  hashApiKey,
+  openPayload,
+  parseApiKey,
+  payloadHashHex,
+  randomNonce,
+  sealPayload,
+  sha256Hex,
+  toBase64,
+  toBase64Url,
+  toHex,
+  utf8,
+} from '../src/index.js';
+
+const isCode = (code: string) => (e: unknown) => e instanceof CoreError && e.code === code;
+
+test('encodings round-trip and the native and portable base64 encoders agree', () => {
+  for (let n = 0; n < 70; n++) {
+    const bytes = new Uint8Array(n).map((_, i) => (i * 37 + n) & 0xff);
+    assert.equal(toBase64(bytes), base64Portable(bytes));
+    assert.equal(toBase64(bytes), Buffer.from(bytes).toString('base64'));
+    assert.equal(toBase64Url(bytes), Buffer.from(bytes).toString('base64url'));
+    assert.ok(bytesEqual(fromBase64(toBase64(bytes)), bytes));
+    assert.ok(bytesEqual(fromBase64(toBase64Url(bytes)), bytes));
+    assert.ok(bytesEqual(fromHex(toHex(bytes)), bytes));
+  }
+  // A view into a larger buffer encodes only its own bytes.
+  const big = new Uint8Array([1, 2, 3, 4, 5, 6]);
+  assert.equal(toBase64(big.subarray(2, 4)), Buffer.from([3, 4]).toString('base64'));
+  assert.throws(() => fromHex('abc'), isCode('invalid_encoding'));
+  assert.throws(() => fromHex('zz'), isCode('invalid_encoding'));
+  assert.throws(() => fromBase64('a'), isCode('invalid_encoding'));
+  assert.throws(() => fromBase64('ab!d'), isCode('invalid_encoding'));
+  assert.throws(() => fromUtf8(new Uint8Array([0xff, 0xfe])), isCode('invalid_encoding'));
+  assert.equal(fromUtf8(utf8('héllo ✓')), 'héllo ✓');
+  assert.equal(bytesEqual(new Uint8Array([1]), new Uint8Array([1, 2])), false);
+});
+
+test('RFC 8785 canonical JSON: key order, numbers, strings, nesting', () => {
+  // The RFC's own examples (§3.2.2, §3.2.3).
+  assert.equal(
+    canonicalize({
+      // eslint-disable-next-line no-loss-of-precision -- the RFC example is exactly this literal
+      numbers: [333333333.33333329, 1e30, 4.5, 2e-3, 0.000000000000000000000000001],
+      string: '\u20ac$\u000F\u000aA\'\u0042\u0022\u005c\\"/',
+      literals: [null, true, false],
+    }),
+    '{"literals":[null,true,false],"numbers":[333333333.3333333,1e+30,4.5,0.002,1e-27],"string":"€$\\u000f\\nA\'B\\"\\\\\\\\\\"/"}',
+  );
+  assert.equal(
+    canonicalize({
+      '\u20ac': 'Euro Sign',
+      '\r': 'Carriage Return',
+      '\ufb33': 'Hebrew Letter Dalet With Dagesh',
+      '1': 'One',
+      '\ud83d\ude00': 'Emoji: Grinning Face',
+      '\u0080': 'Control',
+      '\u00f6': 'Latin Small Letter O With Diaeresis',
+    }),
+    '{"\\r":"Carriage Return","1":"One","\u0080":"Control","\u00f6":"Latin Small Letter O With Diaeresis","\u20ac":"Euro Sign","\ud83d\ude00":"Emoji: Grinning Face","\ufb33":"Hebrew Letter Dalet With Dagesh"}',
+  );
+  assert.equal(canonicalize({ b: 1, a: { d: [1, { z: 0, y: -0 }], c: undefined } }), '{"a":{"d":[1,{"y":0,"z":0}]},"b":1}');
+  assert.equal(canonicalize([undefined, new Date(0)]), '[null,"1970-01-01T00:00:00.000Z"]');
+  assert.throws(() => canonicalize({ n: NaN }), isCode('invalid_json'));
+  assert.throws(() => canonicalize({ n: 1n }), isCode('invalid_json'));
+  const cyclic: Record<string, unknown> = {};
+  cyclic.self = cyclic;
+  assert.throws(() => canonicalize(cyclic), isCode('invalid_json'));
+  // A parsed object and its text hash the same.
+  const text = '{ "b" : 2, "a" : [1, 2.50] }';
+  assert.equal(payloadHashHex(JSON.parse(text)), sha256Hex('{"a":[1,2.5],"b":2}'));
+  assert.match(randomNonce(), /^[0-9a-f]{32}$/);
+  assert.notEqual(randomNonce(), randomNonce());
+});
+
+test('envelope: seals, opens, and refuses a wrong key, a wrong log id, or any altered byte', async () => {
+  const key = await deriveEnvelopeKey('correct horse battery staple');
+  assert.equal(key.kid, fingerprintKid('correct horse battery staple'));
+  assert.match(key.kid, /^sha256:[0-9a-f]{16}$/);
+  const payload = { prompt: 'hello', n: 1, nonce: randomNonce() };
+  const env = await sealPayload(payload, key, 'log_1');
+  assert.deepEqual(Object.keys(env), ['v', 'alg', 'kid', 'iv', 'ct', 'tag']);
+  assert.equal(fromBase64(env.iv).length, 12);
+  assert.equal(fromBase64(env.tag).length, 16);
+  assert.deepEqual(await openPayload(env, key, 'log_1'), payload);
+  await assert.rejects(openPayload(env, await deriveEnvelopeKey('wrong'), 'log_1'), isCode('decryption_failed'));
+  await assert.rejects(openPayload(env, key, 'log_2'), isCode('decryption_failed'));
+  const ct = fromBase64(env.ct);
+  ct[0] = ct[0]! ^ 1;
+  await assert.rejects(openPayload({ ...env, ct: toBase64Url(ct) }, key, 'log_1'), isCode('decryption_failed'));
+  // Same plaintext, fresh IV: ciphertexts differ.
+  assert.notEqual((await sealPayload(payload, key, 'log_1')).ct, env.ct);
+  await assert.rejects(deriveEnvelopeKey(''), isCode('invalid_key'));
+});
+
+test('envelope shape is checked strictly', () => {
+  const good = { v: 1, alg: 'A256GCM', kid: 'k1', iv: toBase64Url(new Uint8Array(12)), ct: '', tag: toBase64Url(new Uint8Array(16)) };
+  assertEnvelope(good);
+  const bad: unknown[] = [
+    null,
+    [],
+    { ...good, v: 2 },
+    { ...good, alg: 'A128GCM' },
+    { ...good, kid: '' },
+    { ...good, iv: toBase64Url(new Uint8Array(11)) },
+    { ...good, tag: toBase64Url(new Uint8Array(8)) },
+    { ...good, ct: 'a+b/' },
+    { ...good, extra: 1 },
+  ];
+  for (const b of bad) assert.throws(() => assertEnvelope(b), isCode('invalid_envelope'), JSON.stringify(b));
+});
+
+test('keyring: the active key seals, every key opens, bare-key envelopes open by fingerprint', async () => {
+  const old = new EnvelopeKeyring({ k1: 'first secret' }, 'k1');
+  const env1 = await sealPayload({ a: 1 }, await old.activeKey(), 'log_a');
+  assert.equal(env1.kid, 'k1');
+  const ring = new EnvelopeKeyring({ k1: 'first secret', k2: 'second secret' }, 'k2');
+  const env2 = await sealPayload({ a: 2 }, await ring.activeKey(), 'log_b');
+  assert.equal(env2.kid, 'k2');
+  assert.deepEqual(await openPayload(env1, await ring.keyFor(env1), 'log_a'), { a: 1 });
+  assert.deepEqual(await openPayload(env2, await ring.keyFor(env2), 'log_b'), { a: 2 });
+  const proxied = await sealPayload({ a: 3 }, await deriveEnvelopeKey('second secret'), 'log_c');
+  assert.deepEqual(await openPayload(proxied, await ring.keyFor(proxied), 'log_c'), { a: 3 });
+  await assert.rejects(ring.keyFor({ kid: 'k9' }), isCode('unknown_key_id'));
+  assert.throws(() => new EnvelopeKeyring({ k1: 'x' }, 'k2'), isCode('unknown_key_id'));
+});
+
+test('API keys: class prefix, checksum, prefix shown, hash stored', () => {
+  for (const c of ['human', 'agent', 'service', 'live', 'master'] as const) {
+    const key = generateApiKey(c);
+    assert.match(key, new RegExp(`^key_${c}_[0-9A-Za-z]{38}$`));
+    const parsed = parseApiKey(key);
+    assert.equal(parsed.credentialClass, c);
+    assert.equal(parsed.apiKeyPrefix, key.slice(0, `key_${c}_`.length + 8));
+    assert.equal(hashApiKey(key), sha256Hex(key));
+  }
+  const key = generateApiKey('agent');
+  const flipped = key.slice(0, 12) + (key[12] === 'a' ? 'b' : 'a') + key.slice(13);
+  assert.throws(() => parseApiKey(flipped), isCode('invalid_key'));
+  assert.throws(() => parseApiKey(key.slice(0, -1)), isCode('invalid_key'));
+  assert.throws(() => parseApiKey(key.replace('key_agent_', 'key_human_')), isCode('invalid_key'));
+  assert.throws(() => parseApiKey('key_robot_' + key.slice(10)), isCode('invalid_key'));
+  assert.throws(() => parseApiKey('Bearer ' + key), isCode('invalid_key'));
+});
+
+test('credential handover: a human key with agent context, in any header spelling', () => {
+  assert.deepEqual(agentContextHeaders(['X-Agent-Rationale', 'x_agent_tool', 'X-Service-Agent-ID', 'content-type']), [
+    'x-agent-rationale',
+    'x-agent-tool',
+    'x-service-agent-id',
+  ]);
+  assert.equal(detectCredentialHandover('human', ['x-agent-rationale']).detected, true);
+  assert.equal(detectCredentialHandover('human', ['X-SERVICE-AGENT-ID']).detected, true);
+  assert.equal(detectCredentialHandover('human', ['x-service-action', 'x-service-run-id']).detected, false);
+  assert.equal(detectCredentialHandover('agent', ['x-agent-rationale']).detected, false);
+  assert.equal(detectCredentialHandover('service', ['x-agent-rationale']).detected, false);
+});
+
+test('envelope: the Node fast path and WebCrypto produce the same format both ways', async () => {
+  const secret = 'interop key';
+  const key = await deriveEnvelopeKey(secret);
+  const raw = await crypto.subtle.importKey('raw', Buffer.from(sha256Hex(secret), 'hex'), { name: 'AES-GCM' }, false, [
+    'encrypt',
+    'decrypt',
+  ]);
+  // Sealed by core (synchronous path for a small payload), opened by plain WebCrypto.
+  const small = await sealPayload({ m: 'small' }, key, 'log_x');
+  const joined = Buffer.concat([Buffer.from(small.ct, 'base64url'), Buffer.from(small.tag, 'base64url')]);
+  const plain = await crypto.subtle.decrypt(
+    { name: 'AES-GCM', iv: Buffer.from(small.iv, 'base64url'), additionalData: Buffer.from('log_x'), tagLength: 128 },
+    raw,
+    joined,
+  );
+  assert.equal(Buffer.from(plain).toString(), '{"m":"small"}');
+  // Sealed by plain WebCrypto, opened by core.
+  const iv = crypto.getRandomValues(new Uint8Array(12));
+  const sealed = Buffer.from(
+    await crypto.subtle.encrypt(
+      { name: 'AES-GCM', iv, additionalData: Buffer.from('log_y'), tagLength: 128 },
+      raw,
+      Buffer.from('{"m":"web"}'),
+    ),
+  );
+  const env = {
+    v: 1 as const,
+    alg: 'A256GCM' as const,
+    kid: key.kid,
+    iv: Buffer.from(iv).toString('base64url'),
+    ct: sealed.subarray(0, -16).toString('base64url'),
+    tag: sealed.subarray(-16).toString('base64url'),
+  };
+  assert.deepEqual(await openPayload(env, key, 'log_y'), { m: 'web' });
+  // A payload above the synchronous limit goes through WebCrypto and round-trips too.
+  const big = { blob: 'x'.repeat(300 * 1024) };
+  assert.deepEqual(await openPayload(await sealPayload(big, key, 'log_z'), key, 'log_z'), big);
+  await assert.rejects(openPayload(await sealPayload(big, key, 'log_z'), key, 'log_other'), isCode('decryption_failed'));
+});
+
+test('sha256: native and portable digests agree at every size around the switch-over', async () => {
+  const { sha256: noble } = await import('@noble/hashes/sha2.js');
+  const { sha256 } = await import('../src/hash.js');
+  for (const n of [0, 1, 55, 64, 511, 512, 513, 4096, 100_000]) {
+    const data = new Uint8Array(n).map((_, i) => (i * 7) & 0xff);
+    assert.equal(toHex(sha256(data)), toHex(noble(data)), `size ${n}`);
+    assert.equal(toHex(sha256(data)), Buffer.from(await crypto.subtle.digest('SHA-256', data)).toString('hex'));
+  }
+});

@@ -1,0 +1,169 @@
+/**
+ * The dashboard's view of the Countersign API: typed calls over `fetch` with the credential in
+ * the Authorization header, errors turned into {@link ApiCallError} with the server's code,
+ * message and request id, and the live event stream read with fetch streaming.
+ */
+import type { LogEntry as CoreLogEntry, LogListFilter, ProofReceipt, SecurityEvent as CoreSecurityEvent } from '@countersign/core';
+import { SseParser } from './sse.js';
+
+/** A log entry as read back (core's wire type). */
+export type LogEntry = CoreLogEntry;
+
+/** A security event as listed and streamed (core's type plus the store sequence number). */
+export type SecurityEvent = CoreSecurityEvent & { seq: number };
+
+/** Filters of the log listing (the dashboard's subset of core's). */
+export type LogFilters = Pick<LogListFilter, 'actor' | 'actorType' | 'action' | 'traceId' | 'handover'>;
+
+/** What the proof endpoint answers. */
+export type ProofAnswer =
+  | { status: 'sealed'; receipt: ProofReceipt }
+  | { status: 'pending'; stage: string; retryAfterMs: number; windowEnd: string | null; batchId: string | null }
+  | { status: 'unavailable'; reason: string };
+
+/** Trust material a server publishes at `GET /v1/proofs/trust`. */
+export interface PublishedTrust {
+  tsaRootsPem: string;
+  ledgerPublicKeyPem: string;
+  ledgerUrl: string;
+}
+
+/** An error answer of the API (or a failure to reach it), with the server's code. */
+export class ApiCallError extends Error {
+  /** @param code the server's error code, or `network_error` / `bad_response` for failures before an answer. */
+  constructor(
+    readonly code: string,
+    message: string,
+    readonly status: number,
+    readonly requestId?: string,
+  ) {
+    super(message);
+    this.name = 'ApiCallError';
+  }
+}
+
+/** The credential a dashboard user signs in with. */
+export interface Credential {
+  projectId: string;
+  /** A `key_live_…` key or an embed token (JWT). */
+  token: string;
+}
+
+/** True when `token` is an embed token (a JWT) rather than an API key. */
+export function isEmbedToken(token: string): boolean {
+  return /^[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]*$/.test(token) && !token.startsWith('key_');
+}
+
+async function errorOf(res: Response): Promise<ApiCallError> {
+  let body: unknown;
+  try {
+    body = await res.json();
+  } catch {
+    return new ApiCallError('bad_response', `HTTP ${res.status} with a body that is not JSON`, res.status);
+  }
+  const e = (body as { error?: { code?: unknown; message?: unknown; requestId?: unknown } })?.error;
+  if (e && typeof e.code === 'string' && typeof e.message === 'string') {
+    return new ApiCallError(e.code, e.message, res.status, typeof e.requestId === 'string' ? e.requestId : undefined);
+  }
+  return new ApiCallError('bad_response', `HTTP ${res.status} without an error body`, res.status);
+}
+
+/** Client of one project's read API. */
+export class DashboardApi {
+  /** @param base the server origin (default: the page's own). */
+  constructor(
+    readonly credential: Credential,
+    readonly base = '',
+  ) {}
+
+  #projectPath(rest: string): string {
+    return `${this.base}/v1/projects/${encodeURIComponent(this.credential.projectId)}${rest}`;
+  }
+
+  async #fetch(url: string, init: RequestInit = {}, auth = true): Promise<Response> {
+    const headers = new Headers(init.headers);
+    headers.set('accept', headers.get('accept') ?? 'application/json');
+    if (auth) headers.set('authorization', `Bearer ${this.credential.token}`);
+    try {
+      return await fetch(url, { ...init, headers, cache: 'no-store' });
+    } catch (err) {
+      if ((err as Error).name === 'AbortError') throw err;
+      throw new ApiCallError('network_error', `could not reach ${url}: ${(err as Error).message}`, 0);
+    }
+  }
+
+  async #json<T>(url: string, auth = true, okStatuses: number[] = [200]): Promise<T> {
+    const res = await this.#fetch(url, {}, auth);
+    if (!okStatuses.includes(res.status)) throw await errorOf(res);
+    return (await res.json()) as T;
+  }
+
+  /** One page of logs, newest first. */
+  listLogs(filters: LogFilters, limit = 50, cursor?: string): Promise<{ logs: LogEntry[]; nextCursor: string | null }> {
+    const q = new URLSearchParams();
+    for (const [k, v] of Object.entries(filters)) if (v !== undefined && v !== '') q.set(k, String(v));
+    q.set('limit', String(limit));
+    if (cursor) q.set('cursor', cursor);
+    return this.#json(this.#projectPath(`/logs?${q}`));
+  }
+
+  /** One log. */
+  async getLog(logId: string): Promise<LogEntry> {
+    return (await this.#json<{ log: LogEntry }>(this.#projectPath(`/logs/${encodeURIComponent(logId)}`))).log;
+  }
+
+  /** Every entry of a trace, oldest first. */
+  async getTrace(traceId: string): Promise<LogEntry[]> {
+    return (await this.#json<{ logs: LogEntry[] }>(this.#projectPath(`/traces/${encodeURIComponent(traceId)}`))).logs;
+  }
+
+  /** Stored security events, newest first. */
+  async listEvents(limit = 50): Promise<SecurityEvent[]> {
+    return (await this.#json<{ events: SecurityEvent[] }>(this.#projectPath(`/events?limit=${limit}`))).events;
+  }
+
+  /** A log's proof answer (sealed, pending or unavailable). */
+  getProof(logId: string): Promise<ProofAnswer> {
+    return this.#json<ProofAnswer>(this.#projectPath(`/logs/${encodeURIComponent(logId)}/proof`), true, [200, 202]);
+  }
+
+  /** The server's published trust material (public, no key sent). */
+  getTrust(): Promise<PublishedTrust> {
+    return this.#json<PublishedTrust>(`${this.base}/v1/proofs/trust`, false);
+  }
+
+  /**
+   * Reads the live security events until `signal` aborts or the server ends the stream.
+   * Resolves when the stream ends; rejects with {@link ApiCallError} when the server refuses it.
+   * @param lastEventId replay stored events after this sequence number first.
+   */
+  async streamEvents(
+    handlers: { onOpen: () => void; onEvent: (e: SecurityEvent) => void },
+    signal: AbortSignal,
+    lastEventId?: string,
+  ): Promise<void> {
+    const headers: Record<string, string> = { accept: 'text/event-stream' };
+    if (lastEventId) headers['last-event-id'] = lastEventId;
+    const res = await this.#fetch(this.#projectPath('/events/stream'), { headers, signal });
+    if (res.status !== 200 || !res.body) throw await errorOf(res);
+    handlers.onOpen();
+    const parser = new SseParser((frame) => {
+      if (frame.event !== 'security.policy_violation') return;
+      try {
+        handlers.onEvent(JSON.parse(frame.data) as SecurityEvent);
+      } catch {
+        /* a frame that is not JSON is not an event we can show */
+      }
+    });
+    const reader = res.body.pipeThrough(new TextDecoderStream()).getReader();
+    try {
+      for (;;) {
+        const { value, done } = await reader.read();
+        if (done) return;
+        parser.push(value);
+      }
+    } finally {
+      reader.releaseLock();
+    }
+  }
+}

@@ -1,0 +1,49 @@
+/**
+ * Route guards: each route states who may call it by calling one of these first. They throw
+ * catalogue errors, so every refusal has the same shape and code.
+ */
+import { isIngestClass } from '@countersign/core';
+import type { FastifyRequest } from 'fastify';
+import { ApiError } from '../errors.js';
+import type { EmbedPrincipal, IngestPrincipal, KeyPrincipal, MasterPrincipal, Principal } from './principal.js';
+
+/** The caller, resolved once per request and memoised on it. */
+export async function principalOf(request: FastifyRequest): Promise<Principal> {
+  if (request.principal) return request.principal;
+  const p = await request.server.ctx.keys.resolve(request.headers.authorization);
+  request.principal = p;
+  return p;
+}
+
+/** Only the master key. */
+export async function requireMaster(request: FastifyRequest): Promise<MasterPrincipal> {
+  const p = await principalOf(request);
+  if (p.kind !== 'master') throw new ApiError('wrong_credential_class', 'this call needs the master key');
+  return p;
+}
+
+/** A `human`, `agent` or `service` key (ingest paths). */
+export async function requireIngestKey(request: FastifyRequest): Promise<IngestPrincipal> {
+  const p = await principalOf(request);
+  if (p.kind !== 'key' || !isIngestClass(p.credentialClass)) {
+    throw new ApiError(
+      'wrong_credential_class',
+      'ingest needs a key_human_, key_agent_ or key_service_ key; live keys and embed tokens only read',
+    );
+  }
+  return p as IngestPrincipal;
+}
+
+/**
+ * Read access to `projectId`: a `live` key of that project, or an unexpired embed token of it.
+ * Ingest keys get 403 (they write, never read).
+ */
+export async function requireProjectRead(request: FastifyRequest, projectId: string): Promise<KeyPrincipal | EmbedPrincipal> {
+  const p = await principalOf(request);
+  if (p.kind === 'master')
+    throw new ApiError('wrong_credential_class', 'reading logs needs a key_live_ key of the project, not the master key');
+  if (p.kind === 'key' && p.credentialClass !== 'live')
+    throw new ApiError('wrong_credential_class', 'ingest keys cannot read; use a key_live_ key of the project');
+  if (p.projectId !== projectId) throw new ApiError('project_forbidden', 'this key belongs to another project');
+  return p;
+}

@@ -1,0 +1,130 @@
+/**
+ * `countersign projects …`: project and key administration through the HTTP API with the
+ * master key (so it works against any instance, local or remote):
+ * `projects create --name N --class agent`, `projects keys <projectId>`,
+ * `projects add-key <projectId> --class live`, `projects rotate-key <projectId> <keyId> [--class C]`,
+ * `projects revoke-key <projectId> <keyId>`. Key text is printed once, as the API returns it.
+ */
+import fs from 'node:fs';
+import path from 'node:path';
+import type { Command } from 'commander';
+
+/** Flags every subcommand takes. */
+interface Connection {
+  url?: string;
+  masterKey?: string;
+  dataDir?: string;
+  json?: boolean;
+}
+
+function masterKeyOf(c: Connection): string {
+  const key = c.masterKey ?? process.env.COUNTERSIGN_MASTER_KEY;
+  if (key) return key;
+  const file = path.join(path.resolve(c.dataDir ?? process.env.COUNTERSIGN_DATA_DIR ?? '.countersign'), 'master.key');
+  try {
+    return fs.readFileSync(file, 'utf8').trim();
+  } catch {
+    throw new Error(`no master key: pass --master-key, set COUNTERSIGN_MASTER_KEY, or run where ${file} exists`);
+  }
+}
+
+async function call(c: Connection, method: string, urlPath: string, body?: unknown): Promise<Record<string, unknown>> {
+  const base = (c.url ?? process.env.COUNTERSIGN_URL ?? 'http://127.0.0.1:8080').replace(/\/+$/, '');
+  const headers: Record<string, string> = { authorization: `Bearer ${masterKeyOf(c)}` };
+  if (body !== undefined) headers['content-type'] = 'application/json';
+  const r = await fetch(base + urlPath, { method, headers, body: body === undefined ? undefined : JSON.stringify(body) });
+  const answer = (await r.json().catch(() => ({}))) as Record<string, unknown> & { error?: { code: string; message: string } };
+  if (!r.ok) throw new Error(answer.error ? `${answer.error.code}: ${answer.error.message}` : `HTTP ${r.status}`);
+  return answer;
+}
+
+function print(c: Connection, answer: Record<string, unknown>, lines: () => string[]): void {
+  process.stdout.write((c.json ? JSON.stringify(answer, null, 2) : lines().join('\n')) + '\n');
+}
+
+function withConnection(cmd: Command): Command {
+  return cmd
+    .option('--url <url>', 'server base URL (COUNTERSIGN_URL, default http://127.0.0.1:8080)')
+    .option('--master-key <key>', 'master key (COUNTERSIGN_MASTER_KEY, else <data-dir>/master.key)')
+    .option('--data-dir <dir>', 'data dir holding master.key (default ./.countersign)')
+    .option('--json', 'print the API answer as JSON');
+}
+
+function run(action: () => Promise<void>): Promise<void> {
+  return action().catch((e: unknown) => {
+    process.stderr.write(`countersign: ${e instanceof Error ? e.message : String(e)}\n`);
+    process.exit(1);
+  });
+}
+
+/** Registers the `projects` command group. */
+export function registerProjects(program: Command): void {
+  const projects = program.command('projects').description('create projects and manage their keys (master key)');
+
+  withConnection(projects.command('create').description('create a project and its first key'))
+    .requiredOption('--name <name>', 'project name')
+    .option('--class <class>', 'credential class of the first key: human|agent|service|live', 'agent')
+    .option('--label <label>', 'label of the key')
+    .action((o: Connection & { name: string; class: string; label?: string }) =>
+      run(async () => {
+        const a = await call(o, 'POST', '/v1/projects', {
+          name: o.name,
+          credentialClass: o.class,
+          ...(o.label ? { credentialLabel: o.label } : {}),
+        });
+        const p = a.project as Record<string, string>;
+        print(o, a, () => [
+          `project       ${p.id}`,
+          `apiKey        ${p.apiKey}   (shown once)`,
+          `class         ${p.credentialClass}  prefix ${p.apiKeyPrefix}  keyId ${p.keyId}`,
+          `clientSecret  ${p.clientSecret}   (shown once; signs embed tokens)`,
+        ]);
+      }),
+    );
+
+  withConnection(projects.command('keys <projectId>').description("list a project's keys (no secrets)")).action(
+    (projectId: string, o: Connection) =>
+      run(async () => {
+        const a = await call(o, 'GET', `/v1/projects/${encodeURIComponent(projectId)}/keys`);
+        const keys = a.keys as Array<Record<string, string | null>>;
+        print(o, a, () => keys.map((k) => `${k.id}  ${k.status}  ${k.credentialClass}  ${k.apiKeyPrefix}  ${k.label ?? ''}`));
+      }),
+  );
+
+  withConnection(projects.command('add-key <projectId>').description('add a key to a project'))
+    .requiredOption('--class <class>', 'human|agent|service|live')
+    .option('--label <label>', 'label of the key')
+    .action((projectId: string, o: Connection & { class: string; label?: string }) =>
+      run(async () => {
+        const a = await call(o, 'POST', `/v1/projects/${encodeURIComponent(projectId)}/keys`, {
+          credentialClass: o.class,
+          ...(o.label ? { credentialLabel: o.label } : {}),
+        });
+        const k = a.key as Record<string, string>;
+        print(o, a, () => [`${k.id}  ${k.credentialClass}  ${k.apiKey}   (shown once)`]);
+      }),
+    );
+
+  withConnection(projects.command('rotate-key <projectId> <keyId>').description('replace a key; the old one stops working at once'))
+    .option('--class <class>', 'class of the new key (default: the old class)')
+    .action((projectId: string, keyId: string, o: Connection & { class?: string }) =>
+      run(async () => {
+        const a = await call(
+          o,
+          'POST',
+          `/v1/projects/${encodeURIComponent(projectId)}/keys/${encodeURIComponent(keyId)}/rotate`,
+          o.class ? { credentialClass: o.class } : {},
+        );
+        const k = a.key as Record<string, string>;
+        print(o, a, () => [`${k.id}  ${k.credentialClass}  ${k.apiKey}   (shown once; ${keyId} is revoked)`]);
+      }),
+    );
+
+  withConnection(projects.command('revoke-key <projectId> <keyId>').description('revoke a key at once')).action(
+    (projectId: string, keyId: string, o: Connection) =>
+      run(async () => {
+        const a = await call(o, 'DELETE', `/v1/projects/${encodeURIComponent(projectId)}/keys/${encodeURIComponent(keyId)}`);
+        print(o, a, () => [`${keyId} revoked`]);
+      }),
+  );
+}

@@ -1,0 +1,151 @@
+/**
+ * Security events with a project's `live` key: `GET /v1/projects/{projectId}/events` (stored,
+ * newest first, cursor pagination) and `GET …/events/stream` (Server-Sent Events: stored events
+ * after `Last-Event-ID` are replayed, then live ones arrive as they happen, with heartbeats).
+ * A stream ends when its key is revoked or rotated, and when the server shuts down.
+ */
+import type { FastifyInstance } from 'fastify';
+import { hashApiKey } from '@countersign/core';
+import { errorResponses, projectIdParam } from '../management/schemas.js';
+import { decodeCursor, encodeCursor } from '../logs/entry.js';
+import { readGuard } from '../logs/plugin.js';
+import type { PublishedEvent } from './hub.js';
+import { toSecurityEvent } from './security.js';
+
+/** How often an idle stream sends a comment line, so proxies and clients see it is alive. */
+export const SSE_HEARTBEAT_MS = 15_000;
+const REPLAY_MAX = 1000;
+
+const projectParams = { type: 'object', properties: { projectId: projectIdParam }, required: ['projectId'] } as const;
+
+const eventSchema = {
+  type: 'object',
+  properties: {
+    id: { type: 'string' },
+    seq: { type: 'integer' },
+    projectId: { type: 'string' },
+    type: { type: 'string', const: 'security.policy_violation' },
+    reason: { type: 'string', const: 'credential_handover' },
+    logId: { type: 'string' },
+    createdAt: { type: 'string', format: 'date-time' },
+    actor: { type: 'string' },
+    credentialClass: { type: 'string' },
+    agentHeaders: { type: 'array', items: { type: 'string' }, description: 'names of the agent context headers, never values' },
+  },
+} as const;
+
+/** One SSE frame. */
+function frame(e: PublishedEvent): string {
+  return `id: ${e.seq}\nevent: ${e.type}\ndata: ${JSON.stringify(e)}\n\n`;
+}
+
+/** Events plugin. */
+export default async function eventsPlugin(app: FastifyInstance): Promise<void> {
+  const { store, events } = app.ctx;
+
+  app.get<{ Params: { projectId: string }; Querystring: { limit?: number; cursor?: string } }>(
+    '/v1/projects/:projectId/events',
+    {
+      onRequest: readGuard,
+      schema: {
+        tags: ['events'],
+        summary: "A project's security events, newest first (live key)",
+        params: projectParams,
+        querystring: {
+          type: 'object',
+          additionalProperties: false,
+          properties: { limit: { type: 'integer', minimum: 1, maximum: 500, default: 50 }, cursor: { type: 'string', maxLength: 64 } },
+        },
+        response: {
+          200: {
+            type: 'object',
+            properties: {
+              success: { type: 'boolean' },
+              events: { type: 'array', items: eventSchema },
+              nextCursor: { type: ['string', 'null'] },
+            },
+          },
+          ...errorResponses(400, 401, 403),
+        },
+      },
+    },
+    async (request) => {
+      const limit = request.query.limit ?? 50;
+      const rows = await store.events.list(request.params.projectId, limit + 1, decodeCursor(request.query.cursor));
+      const page = rows.slice(0, limit);
+      return {
+        success: true,
+        events: page.map(toSecurityEvent),
+        nextCursor: rows.length > limit ? encodeCursor(page[page.length - 1]!.seq) : null,
+      };
+    },
+  );
+
+  app.get<{ Params: { projectId: string } }>(
+    '/v1/projects/:projectId/events/stream',
+    {
+      onRequest: readGuard,
+      schema: {
+        tags: ['events'],
+        summary: 'Live security events as Server-Sent Events (live key)',
+        description:
+          'text/event-stream. Each event: `id: <seq>`, `event: security.policy_violation`, `data: <event JSON>`. Send Last-Event-ID to replay stored events after it. A `: heartbeat` comment comes every 15 s.',
+        params: projectParams,
+        headers: { type: 'object', properties: { 'last-event-id': { type: 'string', pattern: '^\\d{1,15}$' } } },
+        response: errorResponses(400, 401, 403),
+      },
+    },
+    async (request, reply) => {
+      const projectId = request.params.projectId;
+      const lastHeader = request.headers['last-event-id'];
+      const lastSeq = typeof lastHeader === 'string' ? Number(lastHeader) : undefined;
+      const auth = /^Bearer[ \t]+(\S+)/i.exec(request.headers.authorization ?? '')?.[1];
+      const keyHash = auth?.startsWith('key_') ? hashApiKey(auth) : undefined;
+
+      reply.hijack();
+      const res = reply.raw;
+      res.writeHead(200, {
+        'content-type': 'text/event-stream; charset=utf-8',
+        'cache-control': 'no-cache, no-transform',
+        connection: 'keep-alive',
+        'x-accel-buffering': 'no',
+      });
+      res.write(': connected\n\n');
+
+      let ended = false;
+      let lastSent = lastSeq ?? 0;
+      // Live events that arrive during the replay wait, so the order stays by seq.
+      let buffered: PublishedEvent[] | undefined = lastSeq !== undefined ? [] : undefined;
+      const send = (e: PublishedEvent) => {
+        if (ended || e.seq <= lastSent) return;
+        lastSent = e.seq;
+        res.write(frame(e));
+      };
+      const end = () => {
+        if (ended) return;
+        ended = true;
+        clearInterval(heartbeat);
+        unsubscribe();
+        stopKeyWatch();
+        res.end();
+      };
+      const unsubscribe = events.subscribe(projectId, (e) => (buffered ? buffered.push(e) : send(e)), end);
+      const stopKeyWatch = keyHash ? store.notifier.on('countersign_keys', (h) => h === keyHash && end()) : () => undefined;
+      const heartbeat = setInterval(() => ended || res.write(': heartbeat\n\n'), SSE_HEARTBEAT_MS);
+      heartbeat.unref();
+      res.on('close', end);
+      res.on('error', end);
+
+      if (lastSeq !== undefined) {
+        try {
+          for (const row of await store.events.listAfter(projectId, lastSeq, REPLAY_MAX)) send(toSecurityEvent(row));
+        } catch (err) {
+          request.log.warn({ err }, 'event replay failed');
+        }
+        const waiting = buffered ?? [];
+        buffered = undefined;
+        for (const e of waiting) send(e);
+      }
+    },
+  );
+}

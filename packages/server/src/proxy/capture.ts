@@ -1,0 +1,162 @@
+/**
+ * What the audit record keeps of an upstream answer while every byte streams on to the caller:
+ * the first 2 MB (spec 4.1 rule 3, spec 8), and over the WHOLE stream a byte count and an
+ * incremental SHA-256, so a record of a truncated answer still pins down exactly what was sent.
+ */
+import { createHash, type Hash } from 'node:crypto';
+
+/** Spec 8: at most this many response bytes are held for the log. */
+export const CAPTURE_LIMIT_BYTES = 2 * 1024 * 1024;
+
+/** One Server-Sent Event as recorded (fields per the WHATWG event-stream format). */
+export interface SseEvent {
+  event?: string;
+  id?: string;
+  data: string;
+}
+
+/** The response body as it appears in the decrypted payload. */
+export interface CapturedBody {
+  /** Total bytes of the upstream body (all of it, not just the capture). */
+  bytes: number;
+  /** Hex SHA-256 of the whole upstream body, as received (still content-encoded, if it was). */
+  sha256: string;
+  /** True when the body was longer than the capture limit and the record holds only its start. */
+  truncated: boolean;
+  /** The body as JSON (when it is complete, declared JSON and parses). */
+  body?: unknown;
+  /** The body as text (UTF-8), when it is not JSON. */
+  bodyText?: string;
+  /** The body as base64, when it is not valid UTF-8 (binary or still compressed). */
+  bodyBase64?: string;
+  /** SSE events, for `text/event-stream` answers (then no body text is kept beside them). */
+  events?: SseEvent[];
+}
+
+/** Accumulates one upstream body. Call {@link add} per chunk, then {@link finish} once. */
+export class ResponseCapture {
+  readonly #hash: Hash = createHash('sha256');
+  readonly #chunks: Buffer[] = [];
+  #held = 0;
+  #bytes = 0;
+  #truncated = false;
+
+  constructor(private readonly limit = CAPTURE_LIMIT_BYTES) {}
+
+  /** Bytes seen so far. */
+  get bytes(): number {
+    return this.#bytes;
+  }
+
+  /** Feeds one chunk (the same Buffer that goes to the caller; only a slice is retained). */
+  add(chunk: Buffer): void {
+    this.#bytes += chunk.length;
+    this.#hash.update(chunk);
+    if (this.#held >= this.limit) {
+      this.#truncated = true;
+      return;
+    }
+    const room = this.limit - this.#held;
+    if (chunk.length > room) {
+      this.#truncated = true;
+      // Copy, so the retained slice does not pin a larger pooled buffer.
+      this.#chunks.push(Buffer.from(chunk.subarray(0, room)));
+      this.#held += room;
+    } else {
+      this.#chunks.push(chunk);
+      this.#held += chunk.length;
+    }
+  }
+
+  /** Ends the capture and describes the body for the record. */
+  finish(contentType: string | undefined, contentEncoding: string | undefined): CapturedBody {
+    const raw = this.#chunks.length === 1 ? this.#chunks[0]! : Buffer.concat(this.#chunks, this.#held);
+    this.#chunks.length = 0;
+    const out: CapturedBody = { bytes: this.#bytes, sha256: this.#hash.digest('hex'), truncated: this.#truncated };
+    if (this.#bytes === 0) return out;
+    const encoded = contentEncoding !== undefined && contentEncoding !== '' && contentEncoding.toLowerCase() !== 'identity';
+    const text = encoded ? undefined : decodeUtf8(raw, this.#truncated);
+    if (text === undefined) {
+      out.bodyBase64 = raw.toString('base64');
+      return out;
+    }
+    const type = (contentType ?? '').toLowerCase();
+    if (type.startsWith('text/event-stream')) {
+      out.events = parseSse(text, this.#truncated);
+      return out;
+    }
+    if (!this.#truncated && /[/+]json\b/.test(type)) {
+      try {
+        out.body = JSON.parse(text) as unknown;
+        return out;
+      } catch {
+        // Declared JSON but is not: keep the text as it came.
+      }
+    }
+    out.bodyText = text;
+    return out;
+  }
+}
+
+const strictUtf8 = new TextDecoder('utf-8', { fatal: true });
+
+/** UTF-8 text of `raw`, or undefined when it is not UTF-8. A truncated capture may end mid-character. */
+function decodeUtf8(raw: Buffer, truncated: boolean): string | undefined {
+  let bytes = raw;
+  if (truncated) {
+    // Drop at most 3 trailing bytes of a character cut by the capture limit.
+    let cut = bytes.length;
+    for (let i = 1; i <= 3 && i <= bytes.length; i++) {
+      const b = bytes[bytes.length - i]!;
+      if ((b & 0xc0) === 0x80) continue;
+      if (b >= 0xc0) cut = bytes.length - i;
+      break;
+    }
+    bytes = bytes.subarray(0, cut);
+  }
+  try {
+    return strictUtf8.decode(bytes);
+  } catch {
+    return undefined;
+  }
+}
+
+/**
+ * Parses event-stream text into events (WHATWG HTML §9.2.6): `data` lines join with `\n`,
+ * comments are skipped, an event ends at a blank line. A truncated tail without its blank line
+ * is dropped (it may be cut), unless the stream simply ended without one.
+ */
+export function parseSse(text: string, truncated = false): SseEvent[] {
+  const events: SseEvent[] = [];
+  let data: string[] = [];
+  let event: string | undefined;
+  let id: string | undefined;
+  const lines = text.split(/\r\n|\r|\n/);
+  const dispatch = () => {
+    if (data.length > 0) {
+      const e: SseEvent = { data: data.join('\n') };
+      if (event !== undefined) e.event = event;
+      if (id !== undefined) e.id = id;
+      events.push(e);
+    }
+    data = [];
+    event = undefined;
+    id = undefined;
+  };
+  for (const line of lines) {
+    if (line === '') {
+      dispatch();
+      continue;
+    }
+    if (line.startsWith(':')) continue;
+    const colon = line.indexOf(':');
+    const field = colon === -1 ? line : line.slice(0, colon);
+    let value = colon === -1 ? '' : line.slice(colon + 1);
+    if (value.startsWith(' ')) value = value.slice(1);
+    if (field === 'data') data.push(value);
+    else if (field === 'event') event = value;
+    else if (field === 'id') id = value;
+  }
+  if (!truncated) dispatch();
+  return events;
+}

@@ -1,0 +1,149 @@
+/**
+ * Header rules of the proxy (DESIGN "Proxy", spec 4.1 rule 1). Going upstream, the caller's
+ * headers pass except ours (`X-Service-*`), agent context (`X-Agent-*`), our `Authorization`,
+ * hop-by-hop headers and those named in `Connection`, `Host`, `Content-Length` and forwarding
+ * headers; `X-Service-Upstream-Authorization` becomes the upstream `Authorization`. Coming back,
+ * hop-by-hop headers are dropped. For the audit record, secret-bearing values are redacted.
+ */
+import type { IncomingHttpHeaders } from 'node:http';
+import { HEADERS } from '@countersign/core';
+
+/** RFC 9110 §7.6.1 hop-by-hop headers, plus the non-standard ones proxies still see. */
+const HOP_BY_HOP = new Set([
+  'connection',
+  'keep-alive',
+  'proxy-connection',
+  'proxy-authenticate',
+  'proxy-authorization',
+  'te',
+  'trailer',
+  'transfer-encoding',
+  'upgrade',
+  'http2-settings',
+]);
+
+/**
+ * Caller headers that never go upstream besides hop-by-hop: ours, the body framing we redo, and
+ * forwarding headers (they would leak the caller's network or let it spoof one).
+ */
+const NOT_FORWARDED = new Set([
+  'authorization',
+  'host',
+  'content-length',
+  'content-encoding',
+  'expect',
+  'forwarded',
+  'via',
+  'x-real-ip',
+  'x-client-ip',
+  'true-client-ip',
+  'cf-connecting-ip',
+  'fastly-client-ip',
+  'x-cluster-client-ip',
+  'x-original-forwarded-for',
+]);
+
+/** Names (normalised: lower case, `_` as `-`) whose values never reach a log. */
+const SECRET_NAMES = new Set([
+  'authorization',
+  'proxy-authorization',
+  'cookie',
+  'set-cookie',
+  'x-api-key',
+  'api-key',
+  'x-auth-token',
+  'x-amz-security-token',
+  'x-goog-api-key',
+]);
+const SECRET_PATTERN = /(auth|token|secret|key|cookie|session|password|passwd|credential|signature)/;
+
+/** The value written in a log instead of a secret. */
+export const REDACTED = '[REDACTED]';
+
+function normalise(name: string): string {
+  return name.toLowerCase().replace(/_/g, '-');
+}
+
+/** Names listed in a `Connection` header (they are hop-by-hop for this message). */
+function connectionNamed(value: string | string[] | undefined): Set<string> {
+  const out = new Set<string>();
+  if (value === undefined) return out;
+  for (const part of (Array.isArray(value) ? value.join(',') : value).split(',')) {
+    const n = part.trim().toLowerCase();
+    if (n) out.add(n);
+  }
+  return out;
+}
+
+/** True when a caller header name must not go upstream (apart from the Connection-named ones). */
+export function isStrippedRequestHeader(name: string): boolean {
+  const lower = name.toLowerCase();
+  const n = normalise(name);
+  return (
+    n.startsWith('x-service-') ||
+    n.startsWith('x-agent-') ||
+    n.startsWith('x-forwarded-') ||
+    HOP_BY_HOP.has(lower) ||
+    HOP_BY_HOP.has(n) ||
+    NOT_FORWARDED.has(lower) ||
+    NOT_FORWARDED.has(n)
+  );
+}
+
+/**
+ * The headers sent upstream for a caller's request. The body is always JSON we serialise, so
+ * `content-type` defaults to `application/json`.
+ */
+export function upstreamRequestHeaders(incoming: IncomingHttpHeaders, hasBody: boolean): Record<string, string | string[]> {
+  const out: Record<string, string | string[]> = {};
+  const named = connectionNamed(incoming.connection);
+  for (const name in incoming) {
+    const value = incoming[name];
+    if (value === undefined) continue;
+    if (isStrippedRequestHeader(name) || named.has(name.toLowerCase())) continue;
+    out[name] = value;
+  }
+  const upstreamAuth = incoming[HEADERS.upstreamAuthorization];
+  if (typeof upstreamAuth === 'string' && upstreamAuth !== '') out.authorization = upstreamAuth;
+  if (hasBody) {
+    if (out['content-type'] === undefined) out['content-type'] = 'application/json';
+  } else {
+    delete out['content-type'];
+  }
+  return out;
+}
+
+/**
+ * The upstream's response headers as passed back: hop-by-hop and Connection-named ones removed;
+ * `content-length` too when no body can follow (the caller's request to us is never HEAD).
+ */
+export function downstreamResponseHeaders(upstream: IncomingHttpHeaders, opts: { bodyless: boolean }): Record<string, string | string[]> {
+  const out: Record<string, string | string[]> = {};
+  const named = connectionNamed(upstream.connection);
+  for (const name in upstream) {
+    const value = upstream[name];
+    if (value === undefined) continue;
+    const lower = name.toLowerCase();
+    if (HOP_BY_HOP.has(lower) || named.has(lower)) continue;
+    if (opts.bodyless && lower === 'content-length') continue;
+    out[lower] = value;
+  }
+  return out;
+}
+
+/** True when a header's value may carry a credential (so a log shows only `[REDACTED]`). */
+export function isSecretHeader(name: string): boolean {
+  const n = normalise(name);
+  return SECRET_NAMES.has(n) || SECRET_PATTERN.test(n);
+}
+
+/** A header map for the audit record: names kept, secret values replaced by {@link REDACTED}. */
+export function redactHeaders(headers: Record<string, string | string[] | undefined>): Record<string, string | string[]> {
+  const out: Record<string, string | string[]> = {};
+  for (const name in headers) {
+    const value = headers[name];
+    if (value === undefined) continue;
+    out[name.toLowerCase()] = isSecretHeader(name) ? REDACTED : value;
+  }
+  return out;
+}

@@ -1,0 +1,118 @@
+/**
+ * The audit record of a proxied call. The decrypted payload (JCS, with a random `nonce`) holds
+ * the request half from the write-ahead record on, and the response half, timings and outcome
+ * once the exchange ends:
+ *
+ * ```
+ * { nonce, source: "proxy", outcome,
+ *   request:  { method, target, headers (secrets redacted), body },
+ *   response: { status, headers (secrets redacted), bytes, sha256, truncated, body | bodyText | bodyBase64 | events },
+ *   timings:  { firstByteMs, totalMs }, error? }
+ * ```
+ * Only the envelope and its hash reach the store.
+ */
+import { canonicalBytes, sealBytes, sha256Hex, toHex, type EnvelopeKey } from '@countersign/core';
+import type { NewLog } from '../store/index.js';
+import type { CapturedBody } from './capture.js';
+import { redactHeaders } from './headers.js';
+import type { ExchangeOutcome, ExchangeResult } from './upstream.js';
+
+/** Request metadata as recorded. */
+export interface RecordedRequest {
+  method: string;
+  target: string;
+  headers: Record<string, string | string[]>;
+  body: unknown;
+}
+
+/** The decrypted proxy payload. */
+export interface ProxyPayload {
+  nonce: string;
+  source: 'proxy';
+  outcome: ExchangeOutcome | 'pending';
+  request: RecordedRequest;
+  response?: { status: number; headers: Record<string, string | string[]> } & CapturedBody;
+  timings?: { firstByteMs?: number; totalMs: number };
+  error?: string;
+}
+
+/** The indexed fields of a proxy record (what is not encrypted). */
+export interface ProxyRecordFields {
+  id: string;
+  projectId: string;
+  keyId: string;
+  receivedAt: number;
+  actor: string;
+  action: string;
+  traceId: string | null;
+  actorType: string;
+  credentialHandoverDetected: boolean;
+  requestProof: boolean;
+}
+
+/** A sealed payload, ready for the store. */
+export interface SealedPayload {
+  /** The envelope JSON text. */
+  envelope: string;
+  /** Hex SHA-256 of the payload's JCS bytes (core's `payloadHashHex`, computed on the same bytes). */
+  payloadHash: string;
+}
+
+// Above this size the hash runs in WebCrypto (off the event loop) instead of the synchronous
+// core digest; both are SHA-256 over the same canonical bytes (a test holds them equal).
+const ASYNC_HASH_FROM = 64 * 1024;
+
+/**
+ * Canonicalizes the payload once, then seals those bytes and hashes them, so the stored hash
+ * is exactly `payloadHashHex(payload)` without serializing twice.
+ */
+export async function sealProxyPayload(payload: ProxyPayload, key: EnvelopeKey, logId: string): Promise<SealedPayload> {
+  const bytes = canonicalBytes(payload);
+  const hash =
+    bytes.length < ASYNC_HASH_FROM
+      ? Promise.resolve(sha256Hex(bytes))
+      : globalThis.crypto.subtle.digest('SHA-256', bytes as BufferSource).then((d) => toHex(new Uint8Array(d)));
+  const [envelope, payloadHash] = await Promise.all([sealBytes(bytes, key, logId), hash]);
+  return { envelope: JSON.stringify(envelope), payloadHash };
+}
+
+/** The store row for a record (pending write-ahead, or a refusal recorded at once). */
+export function newProxyLog(fields: ProxyRecordFields, sealed: SealedPayload, status: NewLog['status']): NewLog {
+  return {
+    ...fields,
+    occurredAt: null,
+    source: 'proxy',
+    status,
+    payloadHash: sealed.payloadHash,
+    payload: sealed.envelope,
+    metadata: null,
+  };
+}
+
+/** The status column for an outcome. */
+export function statusOf(outcome: ExchangeOutcome): 'complete' | 'failed' | 'interrupted' {
+  if (outcome === 'complete') return 'complete';
+  if (outcome === 'client_disconnected' || outcome === 'server_shutdown') return 'interrupted';
+  return 'failed';
+}
+
+/** The full payload of a finished exchange. */
+export function finalPayload(pending: ProxyPayload, result: ExchangeResult, totalMs: number): ProxyPayload {
+  const out: ProxyPayload = { ...pending, outcome: result.outcome, timings: { totalMs: round(totalMs) } };
+  if (result.firstByteMs !== undefined) out.timings!.firstByteMs = round(result.firstByteMs);
+  if (result.status !== undefined && result.upstreamHeaders) {
+    const h = result.upstreamHeaders;
+    const body = result.capture.finish(first(h['content-type']), first(h['content-encoding']));
+    out.response = { status: result.status, headers: redactHeaders(h), ...body };
+  }
+  if (result.error !== undefined) out.error = result.error;
+  return out;
+}
+
+function first(v: string | string[] | undefined): string | undefined {
+  return Array.isArray(v) ? v[0] : v;
+}
+
+function round(ms: number): number {
+  return Math.round(ms * 1000) / 1000;
+}

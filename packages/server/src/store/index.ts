@@ -1,0 +1,107 @@
+/**
+ * The store: the one place with SQL. Every capability reaches the database through a
+ * repository of this object, never through Kysely directly.
+ */
+import { sql, type Kysely } from 'kysely';
+import type pg from 'pg';
+import type { Database } from './schema.js';
+import { openDatabase, type Dialect, type OpenStoreOptions } from './open.js';
+import { ProjectRepository } from './projects.js';
+import { LogRepository } from './logs.js';
+import { ProxyOutcomeRepository } from './proxy-outcomes.js';
+import { SqliteHotWrites } from './hot-writes.js';
+import type { WalCheckpointer } from './checkpointer.js';
+import { EventRepository } from './events.js';
+import { Notifier } from './notify.js';
+import { TsaTokenRepository, WitnessKeyRepository } from './tsa-witness.js';
+import { LedgerRepository } from './ledger.js';
+import { ProofRepository } from './proofs.js';
+
+export type { Dialect, OpenStoreOptions } from './open.js';
+export type { ProjectRow, ApiKeyRow } from './projects.js';
+export type { NewLog, LogRow, LogCompletion, LogFilter } from './logs.js';
+export type { EventRow } from './events.js';
+export type { NotifyChannel, NotifyHandler } from './notify.js';
+export type { NewTsaToken } from './tsa-witness.js';
+export { DuplicateLedgerEntryError, type LedgerEntryRow } from './ledger.js';
+export type { ProofBatchRow, ProofBatchState, StoredReceipt, ClaimedLeaf, PlacedLeaf } from './proofs.js';
+
+/** The open store with its repositories. */
+export class Store {
+  /** Projects and keys. */
+  readonly projects: ProjectRepository;
+  /** Audit log entries. */
+  readonly logs: LogRepository;
+  /** Security events. */
+  readonly events: EventRepository;
+  /** Cross-instance notifications (LISTEN/NOTIFY on PostgreSQL, in process on SQLite). */
+  readonly notifier: Notifier;
+  /** Key material of the embedded TSA and ledger (PostgreSQL deployments). */
+  readonly witnessKeys: WitnessKeyRepository;
+  /** Serials of issued timestamps (embedded TSA). */
+  readonly tsaTokens: TsaTokenRepository;
+  /** The embedded transparency ledger's append-only entries. */
+  readonly ledger: LedgerRepository;
+  /** Proof batches and receipts. */
+  readonly proofs: ProofRepository;
+  /** Group-committed outcomes of proxied exchanges. */
+  readonly proxyOutcomes: ProxyOutcomeRepository;
+
+  private constructor(
+    /** Kysely handle: for repositories inside `store/` only. */
+    readonly db: Kysely<Database>,
+    /** Which database this is. */
+    readonly dialect: Dialect,
+    /** The PostgreSQL pool, when the dialect is postgres. */
+    readonly pgPool: pg.Pool | undefined,
+    hot: SqliteHotWrites | undefined,
+    private readonly checkpointer: WalCheckpointer | undefined,
+  ) {
+    this.projects = new ProjectRepository(db);
+    this.logs = new LogRepository(db, hot);
+    this.events = new EventRepository(db);
+    this.notifier = new Notifier(pgPool);
+    this.witnessKeys = new WitnessKeyRepository(db);
+    this.tsaTokens = new TsaTokenRepository(db);
+    this.ledger = new LedgerRepository(db, dialect);
+    this.proofs = new ProofRepository(db, pgPool);
+    this.proxyOutcomes = new ProxyOutcomeRepository(db, hot);
+  }
+
+  /** Opens (and migrates) the store described by `options`. */
+  static async open(options: OpenStoreOptions): Promise<Store> {
+    const { db, dialect, pgPool, sqlite, checkpointer } = await openDatabase(options);
+    const store = new Store(db, dialect, pgPool, sqlite ? new SqliteHotWrites(db, sqlite) : undefined, checkpointer);
+    try {
+      await store.notifier.start();
+    } catch (e) {
+      await db.destroy();
+      throw e;
+    }
+    return store;
+  }
+
+  /** True when the database answers a trivial query. */
+  async ping(): Promise<boolean> {
+    try {
+      await sql`select 1`.execute(this.db);
+      return true;
+    } catch {
+      return false;
+    }
+  }
+
+  /** Waits for every queued write (log inserts and proxy outcomes). */
+  async drain(): Promise<void> {
+    await this.logs.drain();
+    await this.proxyOutcomes.drain();
+  }
+
+  /** Waits for queued writes, then closes connections. */
+  async close(): Promise<void> {
+    await this.drain();
+    await this.notifier.close();
+    await this.checkpointer?.stop();
+    await this.db.destroy();
+  }
+}

@@ -1,0 +1,139 @@
+/**
+ * Projects and their keys. Only SHA-256 of a key is stored; the key text exists in the answer
+ * to the call that made it and nowhere else.
+ */
+import type { Kysely } from 'kysely';
+import type { Database } from './schema.js';
+
+/** A project as stored. */
+export interface ProjectRow {
+  id: string;
+  name: string;
+  clientSecret: string;
+  createdAt: number;
+}
+
+/** A key as stored (no secret). */
+export interface ApiKeyRow {
+  id: string;
+  projectId: string;
+  credentialClass: string;
+  keyHash: string;
+  apiKeyPrefix: string;
+  label: string | null;
+  createdAt: number;
+  revokedAt: number | null;
+  rotatedFrom: string | null;
+}
+
+/** Data access for projects and keys. */
+export class ProjectRepository {
+  constructor(private readonly db: Kysely<Database>) {}
+
+  /** Inserts a project with its first key, atomically. */
+  async createWithKey(project: ProjectRow, key: ApiKeyRow): Promise<void> {
+    await this.db.transaction().execute(async (tx) => {
+      await tx
+        .insertInto('projects')
+        .values({ id: project.id, name: project.name, client_secret: project.clientSecret, created_at: project.createdAt })
+        .execute();
+      await tx.insertInto('api_keys').values(toKeyRow(key)).execute();
+    });
+  }
+
+  /** One project, or undefined. */
+  async get(id: string): Promise<ProjectRow | undefined> {
+    const r = await this.db.selectFrom('projects').selectAll().where('id', '=', id).executeTakeFirst();
+    return r && { id: r.id, name: r.name, clientSecret: r.client_secret, createdAt: r.created_at };
+  }
+
+  /** Adds a key to a project. */
+  async addKey(key: ApiKeyRow): Promise<void> {
+    await this.db.insertInto('api_keys').values(toKeyRow(key)).execute();
+  }
+
+  /** The key with this hash, revoked or not. */
+  async keyByHash(keyHash: string): Promise<ApiKeyRow | undefined> {
+    const r = await this.db.selectFrom('api_keys').selectAll().where('key_hash', '=', keyHash).executeTakeFirst();
+    return r && fromKeyRow(r);
+  }
+
+  /** One key of a project. */
+  async key(projectId: string, keyId: string): Promise<ApiKeyRow | undefined> {
+    const r = await this.db
+      .selectFrom('api_keys')
+      .selectAll()
+      .where('project_id', '=', projectId)
+      .where('id', '=', keyId)
+      .executeTakeFirst();
+    return r && fromKeyRow(r);
+  }
+
+  /** Every key of a project, oldest first. */
+  async listKeys(projectId: string): Promise<ApiKeyRow[]> {
+    const rows = await this.db
+      .selectFrom('api_keys')
+      .selectAll()
+      .where('project_id', '=', projectId)
+      .orderBy('created_at')
+      .orderBy('id')
+      .execute();
+    return rows.map(fromKeyRow);
+  }
+
+  /** Marks a key revoked; returns false when it was already revoked or does not exist. */
+  async revokeKey(projectId: string, keyId: string, at: number): Promise<boolean> {
+    const r = await this.db
+      .updateTable('api_keys')
+      .set({ revoked_at: at })
+      .where('project_id', '=', projectId)
+      .where('id', '=', keyId)
+      .where('revoked_at', 'is', null)
+      .executeTakeFirst();
+    return Number(r.numUpdatedRows) > 0;
+  }
+
+  /** Revokes `oldKeyId` and adds `replacement` in one transaction (rotation). */
+  async rotateKey(projectId: string, oldKeyId: string, replacement: ApiKeyRow, at: number): Promise<boolean> {
+    return this.db.transaction().execute(async (tx) => {
+      const r = await tx
+        .updateTable('api_keys')
+        .set({ revoked_at: at })
+        .where('project_id', '=', projectId)
+        .where('id', '=', oldKeyId)
+        .where('revoked_at', 'is', null)
+        .executeTakeFirst();
+      if (Number(r.numUpdatedRows) === 0) return false;
+      await tx.insertInto('api_keys').values(toKeyRow(replacement)).execute();
+      return true;
+    });
+  }
+}
+
+function toKeyRow(k: ApiKeyRow): Database['api_keys'] {
+  return {
+    id: k.id,
+    project_id: k.projectId,
+    credential_class: k.credentialClass,
+    key_hash: k.keyHash,
+    api_key_prefix: k.apiKeyPrefix,
+    label: k.label,
+    created_at: k.createdAt,
+    revoked_at: k.revokedAt,
+    rotated_from: k.rotatedFrom,
+  };
+}
+
+function fromKeyRow(r: Database['api_keys']): ApiKeyRow {
+  return {
+    id: r.id,
+    projectId: r.project_id,
+    credentialClass: r.credential_class,
+    keyHash: r.key_hash,
+    apiKeyPrefix: r.api_key_prefix,
+    label: r.label,
+    createdAt: r.created_at,
+    revokedAt: r.revoked_at,
+    rotatedFrom: r.rotated_from,
+  };
+}

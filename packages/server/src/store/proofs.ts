@@ -1,0 +1,333 @@
+/**
+ * Proof batches and receipts (migration 003). The batcher (proofs/batcher.ts) drives these
+ * steps; every one is a single statement or transaction, so a crash between two of them leaves
+ * a state the next attempt continues from:
+ *
+ *   claimWindow (tx: claim unclaimed leaves, store tree + paths)  → state `timestamping`
+ *   saveTimestamp (only while none is stored)                       → state `ledger`
+ *   saveLedgerEntry (only while none is stored)                     → state `sealed`
+ */
+import { sql, type Kysely } from 'kysely';
+import type pg from 'pg';
+import type { Database, LogsTable } from './schema.js';
+import type { LogsProofColumns, ProofBatchesTable } from './migrations/003_proofs.js';
+
+/** The schema as this repository sees it: `logs` with the proof column of migration 003. */
+type ProofDatabase = Omit<Database, 'logs'> & { logs: LogsTable & LogsProofColumns };
+
+/** Where a batch is in its sealing. */
+export type ProofBatchState = 'timestamping' | 'ledger' | 'sealed';
+
+/** A leaf as claimed from the logs: what the tree is built from. */
+export interface ClaimedLeaf {
+  logId: string;
+  projectId: string;
+  payloadHash: string;
+  /** When the log became final (completion time of a proxied exchange, else receipt time), epoch ms. */
+  eligibleAt: number;
+}
+
+/** A leaf with its place in the tree, as stored. */
+export interface PlacedLeaf {
+  logId: string;
+  projectId: string;
+  payloadHash: string;
+  leafIndex: number;
+  /** Hex siblings, bottom-up. */
+  merklePath: string[];
+}
+
+/** A proof batch row. */
+export interface ProofBatchRow {
+  id: string;
+  windowStart: number;
+  windowEnd: number;
+  treeSize: number;
+  merkleRoot: string;
+  state: ProofBatchState;
+  tsaResponse: string | null;
+  rekorLogIndex: number | null;
+  ledgerUrl: string | null;
+  ledgerUuid: string | null;
+  integratedTime: number | null;
+  attempts: number;
+  nextAttemptAt: number;
+  lastError: string | null;
+  createdAt: number;
+  sealedAt: number | null;
+}
+
+/** A stored receipt row joined with its batch. */
+export interface StoredReceipt {
+  logId: string;
+  projectId: string;
+  payloadHash: string;
+  leafIndex: number;
+  merklePath: string[];
+  batch: ProofBatchRow;
+}
+
+/** What {@link ProofRepository.claimWindow} is asked to do. */
+export interface ClaimRequest {
+  batchId: string;
+  windowStart: number;
+  windowEnd: number;
+  now: number;
+  /**
+   * Orders the claimed leaves and builds the tree: returns the root and every leaf's path.
+   * Runs inside the claim transaction, so the stored tree is exactly the claimed set.
+   */
+  buildTree: (leaves: ClaimedLeaf[]) => { merkleRoot: string; size: number; leaf(index: number): PlacedLeaf };
+}
+
+const INSERT_CHUNK = 500;
+/** Advisory lock key of the proof sealer ('CSPR', 1): one sealer at a time across instances. */
+const SEAL_LOCK: [number, number] = [0x43535052, 1];
+
+/** Data access for proof batches and receipts. */
+export class ProofRepository {
+  readonly #db: Kysely<ProofDatabase>;
+  readonly #pgPool: pg.Pool | undefined;
+  /** In-process mutex for SQLite (one process per database file). */
+  #localHeld = false;
+
+  constructor(db: Kysely<Database>, pgPool?: pg.Pool) {
+    this.#db = db as unknown as Kysely<ProofDatabase>;
+    this.#pgPool = pgPool;
+  }
+
+  /**
+   * Runs `fn` as the one sealer: on PostgreSQL under a session advisory lock held on a dedicated
+   * connection (released with the session if this process dies), on SQLite under an in-process
+   * flag. Returns undefined without running `fn` when another sealer holds the lock.
+   */
+  async withSealLock<T>(fn: () => Promise<T>): Promise<T | undefined> {
+    if (!this.#pgPool) {
+      if (this.#localHeld) return undefined;
+      this.#localHeld = true;
+      try {
+        return await fn();
+      } finally {
+        this.#localHeld = false;
+      }
+    }
+    const client = await this.#pgPool.connect();
+    let broken = false;
+    try {
+      const got = await client.query<{ ok: boolean }>('select pg_try_advisory_lock($1, $2) as ok', SEAL_LOCK);
+      if (!got.rows[0]?.ok) return undefined;
+      try {
+        return await fn();
+      } finally {
+        try {
+          await client.query('select pg_advisory_unlock($1, $2)', SEAL_LOCK);
+        } catch {
+          // A connection that cannot unlock must not go back to the pool holding the lock.
+          broken = true;
+        }
+      }
+    } finally {
+      client.release(broken);
+    }
+  }
+
+  /**
+   * In one transaction: if no batch exists for `windowStart`, claims every unclaimed final log
+   * with a payload hash that asked for a proof and became final before `windowEnd` (earlier
+   * stragglers included), stores the tree built by `buildTree` and the batch row.
+   * @returns the new batch, or undefined when the window already has a batch or there is nothing to claim.
+   */
+  async claimWindow(req: ClaimRequest): Promise<ProofBatchRow | undefined> {
+    return this.#db.transaction().execute(async (tx) => {
+      const existing = await tx.selectFrom('proof_batches').select('id').where('window_start', '=', req.windowStart).executeTakeFirst();
+      if (existing) return undefined;
+      const claimed = await tx
+        .updateTable('logs')
+        .set({ proof_batch_id: req.batchId })
+        .where('request_proof', '=', 1)
+        .where('proof_batch_id', 'is', null)
+        .where('payload_hash', 'is not', null)
+        .where('status', '!=', 'pending')
+        .where(sql<number>`coalesce(completed_at, received_at)`, '<', req.windowEnd)
+        .returning(['id', 'project_id', 'payload_hash', sql<number>`coalesce(completed_at, received_at)`.as('eligible_at')])
+        .execute();
+      if (claimed.length === 0) return undefined;
+      const tree = req.buildTree(
+        claimed.map((r) => ({ logId: r.id, projectId: r.project_id, payloadHash: r.payload_hash!, eligibleAt: Number(r.eligible_at) })),
+      );
+      const batch: ProofBatchesTable = {
+        id: req.batchId,
+        window_start: req.windowStart,
+        window_end: req.windowEnd,
+        tree_size: tree.size,
+        merkle_root: tree.merkleRoot,
+        state: 'timestamping',
+        tsa_response: null,
+        rekor_log_index: null,
+        ledger_url: null,
+        ledger_uuid: null,
+        integrated_time: null,
+        attempts: 0,
+        next_attempt_at: req.now,
+        last_error: null,
+        created_at: req.now,
+        sealed_at: null,
+      };
+      await tx.insertInto('proof_batches').values(batch).execute();
+      for (let i = 0; i < tree.size; i += INSERT_CHUNK) {
+        const chunk: PlacedLeaf[] = [];
+        for (let j = i; j < Math.min(tree.size, i + INSERT_CHUNK); j++) chunk.push(tree.leaf(j));
+        await tx
+          .insertInto('proof_receipts')
+          .values(
+            chunk.map((l) => ({
+              log_id: l.logId,
+              project_id: l.projectId,
+              batch_id: req.batchId,
+              leaf_index: l.leafIndex,
+              payload_hash: l.payloadHash,
+              merkle_path: JSON.stringify(l.merklePath),
+            })),
+          )
+          .execute();
+      }
+      return fromBatchRow(batch);
+    });
+  }
+
+  /** Batches not yet sealed whose next attempt is due at `now`, oldest window first. */
+  async dueBatches(now: number, limit = 100): Promise<ProofBatchRow[]> {
+    const rows = await this.#db
+      .selectFrom('proof_batches')
+      .selectAll()
+      .where('state', '!=', 'sealed')
+      .where('next_attempt_at', '<=', now)
+      .orderBy('window_start', 'asc')
+      .limit(limit)
+      .execute();
+    return rows.map(fromBatchRow);
+  }
+
+  /** Earliest `next_attempt_at` of the unsealed batches, if any. */
+  async nextDueAt(): Promise<number | undefined> {
+    const r = await this.#db
+      .selectFrom('proof_batches')
+      .select((eb) => eb.fn.min('next_attempt_at').as('at'))
+      .where('state', '!=', 'sealed')
+      .executeTakeFirst();
+    return r?.at == null ? undefined : Number(r.at);
+  }
+
+  /** Stores the TSA answer, unless one is stored already (then the stored one stays). */
+  async saveTimestamp(batchId: string, tsaResponseBase64: string): Promise<void> {
+    await this.#db
+      .updateTable('proof_batches')
+      .set({ tsa_response: tsaResponseBase64, state: 'ledger' })
+      .where('id', '=', batchId)
+      .where('tsa_response', 'is', null)
+      .execute();
+  }
+
+  /** Stores the ledger entry and marks the batch sealed, unless an entry is stored already. */
+  async saveLedgerEntry(
+    batchId: string,
+    entry: { logIndex: number; uuid: string; ledgerUrl: string; integratedTime: number },
+    sealedAt: number,
+  ): Promise<void> {
+    await this.#db
+      .updateTable('proof_batches')
+      .set({
+        rekor_log_index: entry.logIndex,
+        ledger_uuid: entry.uuid,
+        ledger_url: entry.ledgerUrl,
+        integrated_time: entry.integratedTime,
+        state: 'sealed',
+        sealed_at: sealedAt,
+        last_error: null,
+      })
+      .where('id', '=', batchId)
+      .where('rekor_log_index', 'is', null)
+      .execute();
+  }
+
+  /** Records a failed attempt: the batch stays where it is and is retried at `nextAttemptAt`. */
+  async recordFailure(batchId: string, error: string, nextAttemptAt: number): Promise<void> {
+    await this.#db
+      .updateTable('proof_batches')
+      .set((eb) => ({ attempts: eb('attempts', '+', 1), next_attempt_at: nextAttemptAt, last_error: error.slice(0, 1000) }))
+      .where('id', '=', batchId)
+      .execute();
+  }
+
+  /** One batch. */
+  async getBatch(batchId: string): Promise<ProofBatchRow | undefined> {
+    const r = await this.#db.selectFrom('proof_batches').selectAll().where('id', '=', batchId).executeTakeFirst();
+    return r && fromBatchRow(r);
+  }
+
+  /** Batches, oldest window first (operations and tests). */
+  async listBatches(limit = 1000): Promise<ProofBatchRow[]> {
+    const rows = await this.#db.selectFrom('proof_batches').selectAll().orderBy('window_start', 'asc').limit(limit).execute();
+    return rows.map(fromBatchRow);
+  }
+
+  /** The receipt row of a log in `projectId` joined with its batch, if the log is a leaf yet. */
+  async receipt(projectId: string, logId: string): Promise<StoredReceipt | undefined> {
+    const r = await this.#db
+      .selectFrom('proof_receipts as r')
+      .innerJoin('proof_batches as b', 'b.id', 'r.batch_id')
+      .selectAll('b')
+      .select(['r.log_id', 'r.project_id', 'r.payload_hash', 'r.leaf_index', 'r.merkle_path'])
+      .where('r.project_id', '=', projectId)
+      .where('r.log_id', '=', logId)
+      .executeTakeFirst();
+    if (!r) return undefined;
+    return {
+      logId: r.log_id,
+      projectId: r.project_id,
+      payloadHash: r.payload_hash,
+      leafIndex: r.leaf_index,
+      merklePath: JSON.parse(r.merkle_path) as string[],
+      batch: fromBatchRow(r),
+    };
+  }
+
+  /** Every leaf of a batch in leaf order (operations and tests). */
+  async leaves(batchId: string): Promise<PlacedLeaf[]> {
+    const rows = await this.#db
+      .selectFrom('proof_receipts')
+      .selectAll()
+      .where('batch_id', '=', batchId)
+      .orderBy('leaf_index', 'asc')
+      .execute();
+    return rows.map((r) => ({
+      logId: r.log_id,
+      projectId: r.project_id,
+      payloadHash: r.payload_hash,
+      leafIndex: r.leaf_index,
+      merklePath: JSON.parse(r.merkle_path) as string[],
+    }));
+  }
+}
+
+function fromBatchRow(r: ProofBatchesTable): ProofBatchRow {
+  const num = (v: number | null): number | null => (v === null ? null : Number(v));
+  return {
+    id: r.id,
+    windowStart: Number(r.window_start),
+    windowEnd: Number(r.window_end),
+    treeSize: Number(r.tree_size),
+    merkleRoot: r.merkle_root,
+    state: r.state as ProofBatchState,
+    tsaResponse: r.tsa_response,
+    rekorLogIndex: num(r.rekor_log_index),
+    ledgerUrl: r.ledger_url,
+    ledgerUuid: r.ledger_uuid,
+    integratedTime: num(r.integrated_time),
+    attempts: Number(r.attempts),
+    nextAttemptAt: Number(r.next_attempt_at),
+    lastError: r.last_error,
+    createdAt: Number(r.created_at),
+    sealedAt: num(r.sealed_at),
+  };
+}

@@ -1,0 +1,176 @@
+/**
+ * The proxy's pure pieces: header rules, redaction, the response capture (limit, hash, UTF-8
+ * cut at the limit, SSE parsing) and outcome → status mapping.
+ */
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { createHash } from 'node:crypto';
+import {
+  downstreamResponseHeaders,
+  isSecretHeader,
+  isStrippedRequestHeader,
+  redactHeaders,
+  upstreamRequestHeaders,
+} from '../src/proxy/headers.js';
+import { parseSse, ResponseCapture } from '../src/proxy/capture.js';
+import { statusOf } from '../src/proxy/record.js';
+import { classifyUpstreamError } from '../src/proxy/upstream.js';
+import { TargetBlockedError } from '../src/proxy/ssrf.js';
+
+test('request header rules strip ours, agent context, hop-by-hop, framing and forwarding headers in any spelling', () => {
+  for (const name of [
+    'X-Service-Encryption-Key',
+    'x-service-anything',
+    'X_SERVICE_AGENT_ID',
+    'x-agent-rationale',
+    'X-AGENT-TRACE',
+    'x_agent_x',
+    'Authorization',
+    'Proxy-Authorization',
+    'Connection',
+    'Keep-Alive',
+    'TE',
+    'Trailer',
+    'Transfer-Encoding',
+    'Upgrade',
+    'Host',
+    'Content-Length',
+    'Content-Encoding',
+    'Expect',
+    'Forwarded',
+    'Via',
+    'X-Forwarded-For',
+    'x_forwarded_proto',
+    'X-Real-IP',
+  ]) {
+    assert.equal(isStrippedRequestHeader(name), true, name);
+  }
+  for (const name of ['Accept', 'Cookie', 'OpenAI-Organization', 'Anthropic-Version', 'X-Request-ID', 'User-Agent', 'X-Agentless']) {
+    assert.equal(isStrippedRequestHeader(name), false, name);
+  }
+});
+
+test('upstream headers: Connection-named dropped, the upstream credential renamed, content-type set only with a body', () => {
+  const out = upstreamRequestHeaders(
+    {
+      connection: 'keep-alive, x-drop-me',
+      'x-drop-me': '1',
+      'x-keep': '2',
+      authorization: 'Bearer key_agent_ours',
+      'x-service-upstream-authorization': 'Bearer theirs',
+      'content-type': 'application/json; charset=utf-8',
+    },
+    true,
+  );
+  assert.deepEqual(out, { 'x-keep': '2', 'content-type': 'application/json; charset=utf-8', authorization: 'Bearer theirs' });
+  assert.deepEqual(upstreamRequestHeaders({}, true), { 'content-type': 'application/json' });
+  assert.deepEqual(upstreamRequestHeaders({ 'content-type': 'application/json' }, false), {});
+});
+
+test('response headers: hop-by-hop and Connection-named removed; content-length dropped when no body can follow', () => {
+  const upstream = {
+    connection: 'close, x-hop',
+    'x-hop': 'a',
+    'keep-alive': 't',
+    'transfer-encoding': 'chunked',
+    'content-length': '5',
+    'x-ok': 'b',
+  };
+  assert.deepEqual(downstreamResponseHeaders(upstream, { bodyless: false }), { 'content-length': '5', 'x-ok': 'b' });
+  assert.deepEqual(downstreamResponseHeaders(upstream, { bodyless: true }), { 'x-ok': 'b' });
+});
+
+test('redaction keeps names and hides every credential-looking value', () => {
+  for (const name of [
+    'Authorization',
+    'cookie',
+    'Set-Cookie',
+    'x-api-key',
+    'X_Auth_Token',
+    'x-amz-security-token',
+    'X-Session-Id',
+    'x-webhook-signature',
+  ]) {
+    assert.equal(isSecretHeader(name), true, name);
+  }
+  assert.equal(isSecretHeader('accept'), false);
+  assert.deepEqual(redactHeaders({ Authorization: 'Bearer s', Accept: '*/*', 'set-cookie': ['a=1', 'b=2'], gone: undefined }), {
+    authorization: '[REDACTED]',
+    accept: '*/*',
+    'set-cookie': '[REDACTED]',
+  });
+});
+
+test('the capture keeps at most its limit, but counts and hashes every byte', () => {
+  const cap = new ResponseCapture(10);
+  const all = Buffer.from('0123456789abcdefghij');
+  cap.add(all.subarray(0, 7));
+  cap.add(all.subarray(7, 13));
+  cap.add(all.subarray(13));
+  const body = cap.finish('text/plain', undefined);
+  assert.equal(body.bytes, 20);
+  assert.equal(body.sha256, createHash('sha256').update(all).digest('hex'));
+  assert.equal(body.truncated, true);
+  assert.equal(body.bodyText, '0123456789');
+});
+
+test('a multi-byte character cut by the limit does not turn the capture into base64', () => {
+  const cap = new ResponseCapture(5);
+  cap.add(Buffer.from('abcd✓✓', 'utf8')); // ✓ is 3 bytes: the limit falls inside the first one
+  const body = cap.finish('text/plain', undefined);
+  assert.equal(body.bodyText, 'abcd');
+  assert.equal(body.truncated, true);
+});
+
+test('JSON, text, binary, compressed and empty bodies are recorded in the right form', () => {
+  const json = new ResponseCapture();
+  json.add(Buffer.from('{"a":[1,2]}'));
+  assert.deepEqual(json.finish('application/vnd.api+json', undefined).body, { a: [1, 2] });
+  const badJson = new ResponseCapture();
+  badJson.add(Buffer.from('{nope'));
+  assert.equal(badJson.finish('application/json', undefined).bodyText, '{nope');
+  const bin = new ResponseCapture();
+  bin.add(Buffer.from([0xff, 0xfe, 0x00]));
+  assert.equal(bin.finish('application/octet-stream', undefined).bodyBase64, '//4A');
+  const gz = new ResponseCapture();
+  gz.add(Buffer.from('looks like text'));
+  assert.equal(gz.finish('application/json', 'gzip').bodyBase64, Buffer.from('looks like text').toString('base64'));
+  const empty = new ResponseCapture().finish('application/json', undefined);
+  assert.deepEqual(Object.keys(empty).sort(), ['bytes', 'sha256', 'truncated']);
+});
+
+test('SSE parsing follows the event-stream rules', () => {
+  const text =
+    ': comment\nevent: delta\nid: 7\ndata: {"a":1}\n\ndata: line one\ndata: line two\n\r\ndata:no-space\n\ndata: tail without blank line';
+  assert.deepEqual(parseSse(text), [
+    { event: 'delta', id: '7', data: '{"a":1}' },
+    { data: 'line one\nline two' },
+    { data: 'no-space' },
+    { data: 'tail without blank line' },
+  ]);
+  assert.equal(parseSse(text, true).length, 3, 'a truncated tail may be cut, so it is dropped');
+});
+
+test('outcomes map to record statuses and upstream errors to outcomes', () => {
+  assert.equal(statusOf('complete'), 'complete');
+  assert.equal(statusOf('client_disconnected'), 'interrupted');
+  assert.equal(statusOf('server_shutdown'), 'interrupted');
+  for (const o of [
+    'target_blocked',
+    'upstream_unreachable',
+    'upstream_reset',
+    'connect_timeout',
+    'first_byte_timeout',
+    'idle_timeout',
+  ] as const) {
+    assert.equal(statusOf(o), 'failed');
+  }
+  const coded = (code: string) => Object.assign(new Error(code), { code });
+  assert.equal(classifyUpstreamError(coded('UND_ERR_CONNECT_TIMEOUT')), 'connect_timeout');
+  assert.equal(classifyUpstreamError(coded('UND_ERR_HEADERS_TIMEOUT')), 'first_byte_timeout');
+  assert.equal(classifyUpstreamError(coded('UND_ERR_BODY_TIMEOUT')), 'idle_timeout');
+  assert.equal(classifyUpstreamError(coded('ECONNRESET')), 'upstream_reset');
+  assert.equal(classifyUpstreamError(coded('UND_ERR_SOCKET')), 'upstream_reset');
+  assert.equal(classifyUpstreamError(coded('ECONNREFUSED')), 'upstream_unreachable');
+  assert.equal(classifyUpstreamError(new TargetBlockedError('x')), 'target_blocked');
+});
