@@ -54,6 +54,8 @@ const METHODS = ['GET', 'POST', 'PUT', 'PATCH', 'DELETE', 'HEAD', 'OPTIONS'] as 
 const MAX_LABEL = 512;
 /** How long a closing server lets exchanges finish before it interrupts them. */
 const SHUTDOWN_GRACE_MS = 5_000;
+/** How often pending records of instances that died are looked for (besides at start). */
+const ORPHAN_SWEEP_MS = 30_000;
 
 const bodySchema = {
   type: 'object',
@@ -94,11 +96,22 @@ async function proxyPlugin(app: FastifyInstance): Promise<void> {
   const runtime: ProxyRuntime = { guard, agent, active: new Set() };
   app.decorate('proxy', runtime);
 
-  // Every record still pending at start belongs to a process that died mid-exchange.
+  // A record still pending whose instance is gone belongs to an exchange that died with it:
+  // at start (this process's predecessor) and then periodically (other instances that died).
+  // Records of live instances are theirs to finish (store/instances.ts).
+  const sweep = async () => {
+    const marked = await ctx.store.markOrphanedRecordsInterrupted(ctx.now());
+    if (marked > 0) ctx.log.warn({ marked }, 'marked proxy records of a process that died mid-exchange interrupted');
+  };
+  let sweeper: NodeJS.Timeout | undefined;
   app.addHook('onReady', async () => {
-    const marked = await ctx.store.logs.markInterrupted(ctx.now());
-    if (marked > 0) ctx.log.warn({ marked }, 'marked proxy records of an earlier process interrupted');
+    await sweep();
+    sweeper = setInterval(() => {
+      sweep().catch((err: unknown) => ctx.log.warn({ err: errorSummary(err) }, 'orphaned-record sweep failed; retrying later'));
+    }, ORPHAN_SWEEP_MS);
+    sweeper.unref();
   });
+  app.addHook('onClose', async () => clearInterval(sweeper));
   app.addHook('preClose', async () => {
     if (runtime.active.size === 0) return;
     const deadline = Date.now() + SHUTDOWN_GRACE_MS;
@@ -201,7 +214,7 @@ async function handleProxy(app: FastifyInstance, runtime: ProxyRuntime, request:
   const key = await keyPromise;
   const sealedPending = await pendingSealed;
   try {
-    const inserted = await ctx.store.logs.insert(newProxyLog(fields, sealedPending, 'pending'));
+    const inserted = await ctx.store.logs.insert({ ...newProxyLog(fields, sealedPending, 'pending'), instanceId: ctx.store.instance.id });
     if (!inserted) throw new Error('log id collision');
   } catch (err) {
     request.log.error({ err: errorSummary(err), logId: fields.id }, 'write-ahead record refused; call not forwarded');
@@ -232,12 +245,13 @@ async function handleProxy(app: FastifyInstance, runtime: ProxyRuntime, request:
     const final = finalPayload(pending, result, performance.now() - started);
     try {
       const sealed = await sealProxyPayload(final, key, fields.id);
-      await ctx.store.proxyOutcomes.complete(fields.id, {
+      const written = await ctx.store.proxyOutcomes.complete(fields.id, {
         status: statusOf(result.outcome),
         payload: sealed.envelope,
         payloadHash: sealed.payloadHash,
         completedAt: ctx.now(),
       });
+      if (!written) request.log.error({ logId: fields.id }, 'proxy outcome not written: the record was already sealed into a proof batch');
     } catch (err) {
       // The pending record stays; the next start marks it interrupted. The caller still gets its answer.
       request.log.error({ err: errorSummary(err), logId: fields.id }, 'could not commit a proxy outcome');

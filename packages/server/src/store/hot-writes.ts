@@ -40,6 +40,7 @@ const INSERT_COLUMNS = [
   'payload_hash',
   'payload',
   'metadata',
+  'instance_id',
 ] as const satisfies readonly (keyof LogInsertRow)[];
 
 /** Prepared-statement writer for SQLite. */
@@ -47,7 +48,7 @@ export class SqliteHotWrites {
   readonly #insert: BetterSqlite3.Statement;
   readonly #complete: BetterSqlite3.Statement;
   readonly #insertAll: (rows: LogInsertRow[]) => Set<string>;
-  readonly #completeAll: (rows: OutcomeRow[]) => void;
+  readonly #completeAll: (rows: OutcomeRow[]) => boolean[];
 
   constructor(
     private readonly db: Kysely<Database>,
@@ -57,16 +58,15 @@ export class SqliteHotWrites {
       `insert into logs (${INSERT_COLUMNS.join(', ')}) values (${INSERT_COLUMNS.map((c) => '@' + c).join(', ')}) on conflict (id) do nothing`,
     );
     this.#complete = raw.prepare(
-      'update logs set status = @status, payload = @payload, payload_hash = @payload_hash, completed_at = @completed_at where id = @id',
+      // A record already sealed into a proof batch never changes (see proxy-outcomes.ts).
+      'update logs set status = @status, payload = @payload, payload_hash = @payload_hash, completed_at = @completed_at, instance_id = null where id = @id and proof_batch_id is null',
     );
     this.#insertAll = raw.transaction((rows: LogInsertRow[]) => {
       const inserted = new Set<string>();
       for (const row of rows) if (this.#insert.run(row).changes > 0) inserted.add(row.id);
       return inserted;
     });
-    this.#completeAll = raw.transaction((rows: OutcomeRow[]) => {
-      for (const row of rows) this.#complete.run(row);
-    });
+    this.#completeAll = raw.transaction((rows: OutcomeRow[]) => rows.map((row) => this.#complete.run(row).changes > 0));
   }
 
   /** Inserts rows (idempotent on id) in one transaction; resolves with the ids that were new. */
@@ -74,8 +74,8 @@ export class SqliteHotWrites {
     return this.db.connection().execute(async () => this.#insertAll(rows));
   }
 
-  /** Writes outcomes in one transaction. */
-  completeLogs(rows: OutcomeRow[]): Promise<void> {
+  /** Writes outcomes in one transaction; per row, whether it was written. */
+  completeLogs(rows: OutcomeRow[]): Promise<boolean[]> {
     return this.db.connection().execute(async () => this.#completeAll(rows));
   }
 }

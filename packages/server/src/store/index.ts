@@ -13,6 +13,7 @@ import { SqliteHotWrites } from './hot-writes.js';
 import type { WalCheckpointer } from './checkpointer.js';
 import { EventRepository } from './events.js';
 import { Notifier } from './notify.js';
+import { InstanceLiveness } from './instances.js';
 import { TsaTokenRepository, WitnessKeyRepository } from './tsa-witness.js';
 import { LedgerRepository } from './ledger.js';
 import { ProofRepository } from './proofs.js';
@@ -46,6 +47,8 @@ export class Store {
   readonly proofs: ProofRepository;
   /** Group-committed outcomes of proxied exchanges. */
   readonly proxyOutcomes: ProxyOutcomeRepository;
+  /** This instance's id and liveness lock (who owes the outcome of a pending proxy record). */
+  readonly instance: InstanceLiveness;
 
   private constructor(
     /** Kysely handle: for repositories inside `store/` only. */
@@ -66,6 +69,7 @@ export class Store {
     this.ledger = new LedgerRepository(db, dialect);
     this.proofs = new ProofRepository(db, pgPool);
     this.proxyOutcomes = new ProxyOutcomeRepository(db, hot);
+    this.instance = new InstanceLiveness(pgPool);
   }
 
   /** Opens (and migrates) the store described by `options`. */
@@ -74,7 +78,9 @@ export class Store {
     const store = new Store(db, dialect, pgPool, sqlite ? new SqliteHotWrites(db, sqlite) : undefined, checkpointer);
     try {
       await store.notifier.start();
+      await store.instance.start();
     } catch (e) {
+      await store.notifier.close();
       await db.destroy();
       throw e;
     }
@@ -91,6 +97,14 @@ export class Store {
     }
   }
 
+  /**
+   * Marks interrupted the write-ahead records of proxy exchanges whose instance is gone (this
+   * process's predecessor after a crash, or another instance that died); see instances.ts.
+   */
+  markOrphanedRecordsInterrupted(at: number): Promise<number> {
+    return this.logs.markOrphansInterrupted(at, this.instance);
+  }
+
   /** Waits for every queued write (log inserts and proxy outcomes). */
   async drain(): Promise<void> {
     await this.logs.drain();
@@ -100,6 +114,7 @@ export class Store {
   /** Waits for queued writes, then closes connections. */
   async close(): Promise<void> {
     await this.drain();
+    this.instance.close();
     await this.notifier.close();
     await this.checkpointer?.stop();
     await this.db.destroy();

@@ -6,6 +6,7 @@ import type { Kysely } from 'kysely';
 import type { Database, LogsTable } from './schema.js';
 import { GroupCommitQueue } from './group-commit.js';
 import type { LogInsertRow, SqliteHotWrites } from './hot-writes.js';
+import type { InstanceLiveness } from './instances.js';
 
 /** A log entry to insert. `payload` is the envelope JSON text. */
 export interface NewLog {
@@ -25,6 +26,8 @@ export interface NewLog {
   payloadHash: string | null;
   payload: string;
   metadata: string | null;
+  /** The instance that owes the outcome of a `pending` proxy record (store/instances.ts). */
+  instanceId?: string | null;
 }
 
 /** A stored log entry. */
@@ -107,14 +110,27 @@ export class LogRepository {
     return batch.map((l, i) => firstIndex.get(l.id) === i && inserted.has(l.id));
   }
 
-  /** Marks every still-pending entry interrupted (run at start: its process died mid-exchange). */
-  async markInterrupted(at: number): Promise<number> {
-    const r = await this.db
-      .updateTable('logs')
-      .set({ status: 'interrupted', completed_at: at })
-      .where('status', '=', 'pending')
-      .executeTakeFirst();
-    return Number(r.numUpdatedRows);
+  /**
+   * Marks interrupted the pending proxy records whose instance is gone (killed or crashed
+   * mid-exchange, or from before records carried an owner); a live instance's records are left
+   * to it. Run at start and periodically. Returns how many records were marked.
+   */
+  async markOrphansInterrupted(at: number, liveness: InstanceLiveness): Promise<number> {
+    const owners = await this.db.selectFrom('logs').select('instance_id').distinct().where('status', '=', 'pending').execute();
+    let marked = 0;
+    for (const { instance_id: owner } of owners) {
+      const mark = async () => {
+        const r = await this.db
+          .updateTable('logs')
+          .set({ status: 'interrupted', completed_at: at, instance_id: null })
+          .where('status', '=', 'pending')
+          .where('instance_id', owner === null ? 'is' : '=', owner)
+          .executeTakeFirst();
+        return Number(r.numUpdatedRows);
+      };
+      marked += (owner === null ? await mark() : await liveness.whileGone(owner, mark)) ?? 0;
+    }
+    return marked;
   }
 
   /** One entry of a project. */
@@ -181,6 +197,7 @@ function toInsertRow(l: NewLog): LogInsertRow {
     payload_hash: l.payloadHash,
     payload: l.payload,
     metadata: l.metadata,
+    instance_id: l.instanceId ?? null,
   };
 }
 

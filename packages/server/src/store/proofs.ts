@@ -12,8 +12,8 @@ import type pg from 'pg';
 import type { Database, LogsTable } from './schema.js';
 import type { LogsProofColumns, ProofBatchesTable } from './migrations/003_proofs.js';
 
-/** The schema as this repository sees it: `logs` with the proof column of migration 003. */
-type ProofDatabase = Omit<Database, 'logs'> & { logs: LogsTable & LogsProofColumns };
+/** The schema with `logs.proof_batch_id` (migration 003): for the proofs and the completion guard. */
+export type ProofDatabase = Omit<Database, 'logs'> & { logs: LogsTable & LogsProofColumns };
 
 /** Where a batch is in its sealing. */
 export type ProofBatchState = 'timestamping' | 'ledger' | 'sealed';

@@ -48,6 +48,8 @@ export interface LogsTable {
   payload: string;
   metadata: string | null;
   completed_at: number | null;
+  /** The instance that owes the outcome of a `pending` proxy record (migration 004); null otherwise. */
+  instance_id: string | null;
 }
 
 /** `events`: security events (spec 6). */

@@ -7,6 +7,7 @@ import type { Dialect } from '../open.js';
 import * as m001 from './001_foundation.js';
 import * as m002 from './002_ledger.js';
 import * as m003 from './003_proofs.js';
+import * as m004 from './004_instances.js';
 
 /** One migration: a name (sort order) and its `up`. */
 export interface Migration {
@@ -19,4 +20,5 @@ export const MIGRATIONS: Migration[] = [
   { name: '001_foundation', up: m001.up },
   { name: '002_ledger', up: m002.up },
   { name: '003_proofs', up: m003.up },
+  { name: '004_instances', up: m004.up },
 ];

@@ -1,0 +1,124 @@
+/**
+ * Which server instances are alive, so that one instance never declares another's exchanges
+ * interrupted while they are still streaming.
+ *
+ * Every instance draws a random id at start and stamps it on the write-ahead records it still
+ * owes an outcome for. On PostgreSQL it also holds, for as long as it runs, a session-level
+ * advisory lock named by that id on a dedicated connection. PostgreSQL releases a session's
+ * locks when the session ends, so an instance that was killed, crashed or lost its network
+ * loses its lock within moments while a live one keeps it: whoever can take the lock knows the
+ * owner is gone, and holds the lock while it marks the owner's records. On SQLite one process
+ * owns the data directory, so every other id belongs to a process that is gone.
+ */
+import type pg from 'pg';
+import { randomId } from '@countersign/core';
+
+/** Advisory lock namespace of instance liveness ('CSIN'); the second key is hashtext(id). */
+const LOCK_NAMESPACE = 0x4353494e;
+const RECONNECT_MS = 1000;
+/** Redraws of the id when its 32-bit lock name clashes with a live instance's (rare). */
+const MAX_DRAWS = 5;
+
+function newInstanceId(): string {
+  return 'ins_' + randomId(16);
+}
+
+/** This instance's id and its liveness lock; tells whether another instance is gone. */
+export class InstanceLiveness {
+  #id = newInstanceId();
+  #client: pg.PoolClient | undefined;
+  #started = false;
+  #closed = false;
+  #reconnect: NodeJS.Timeout | undefined;
+
+  /** @param pool the PostgreSQL pool, or undefined on SQLite (one process, no lock needed). */
+  constructor(private readonly pool: pg.Pool | undefined) {}
+
+  /** This instance's id, stamped on the pending records it owns. */
+  get id(): string {
+    return this.#id;
+  }
+
+  /** Takes the liveness lock (PostgreSQL); a no-op on SQLite. */
+  async start(): Promise<void> {
+    if (!this.pool || this.#closed) return;
+    const client = await this.pool.connect();
+    try {
+      for (let draw = 1; ; draw++) {
+        if (await tryLock(client, this.#id)) break;
+        // Someone holds our lock name. At first start that is a clash with a live instance's
+        // hash: draw again. After a reconnect the id is already on our records, so keep it and
+        // retry later (another instance is checking on us right now and will let go).
+        if (this.#started) throw new Error('the liveness lock is held by another session');
+        if (draw >= MAX_DRAWS) throw new Error('could not take an instance liveness lock');
+        this.#id = newInstanceId();
+      }
+    } catch (e) {
+      client.release(true);
+      throw e;
+    }
+    client.on('error', () => this.#lost(client));
+    client.on('end', () => this.#lost(client));
+    this.#client = client;
+    this.#started = true;
+  }
+
+  /**
+   * Runs `fn` if the instance `otherId` is gone, holding its lock meanwhile so it cannot be
+   * judged alive halfway; returns undefined without running `fn` while it is alive.
+   */
+  async whileGone<T>(otherId: string, fn: () => Promise<T>): Promise<T | undefined> {
+    if (otherId === this.#id) return undefined;
+    if (!this.pool) return fn();
+    const client = await this.pool.connect();
+    let broken = false;
+    try {
+      if (!(await tryLock(client, otherId))) return undefined;
+      try {
+        return await fn();
+      } finally {
+        try {
+          await client.query('select pg_advisory_unlock($1, hashtext($2))', [LOCK_NAMESPACE, otherId]);
+        } catch {
+          broken = true; // never hand a connection that may still hold the lock back to the pool
+        }
+      }
+    } finally {
+      client.release(broken);
+    }
+  }
+
+  #lost(client: pg.PoolClient): void {
+    if (this.#client !== client) return;
+    this.#client = undefined;
+    try {
+      client.release(true);
+    } catch {
+      /* already gone */
+    }
+    this.#scheduleRetry();
+  }
+
+  #scheduleRetry(): void {
+    if (this.#closed || this.#reconnect) return;
+    this.#reconnect = setTimeout(() => {
+      this.#reconnect = undefined;
+      this.start().catch(() => this.#scheduleRetry());
+    }, RECONNECT_MS);
+    this.#reconnect.unref();
+  }
+
+  /** Lets go of the lock (the session ends with the connection). */
+  close(): void {
+    this.#closed = true;
+    if (this.#reconnect) clearTimeout(this.#reconnect);
+    const client = this.#client;
+    this.#client = undefined;
+    client?.release(true);
+  }
+}
+
+async function tryLock(client: pg.PoolClient, id: string): Promise<boolean> {
+  const r = await client.query<{ ok: boolean }>('select pg_try_advisory_lock($1, hashtext($2)) as ok', [LOCK_NAMESPACE, id]);
+  return r.rows[0]?.ok === true;
+}
