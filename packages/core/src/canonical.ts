@@ -17,7 +17,7 @@ import { utf8 } from './encoding.js';
  * @throws CoreError `invalid_json` for non-finite numbers, BigInt, or cyclic structures.
  */
 export function canonicalize(value: unknown): string {
-  return serialize(value, new Set());
+  return serialize(value, []);
 }
 
 /** UTF-8 bytes of {@link canonicalize}. */
@@ -25,7 +25,24 @@ export function canonicalBytes(value: unknown): Uint8Array {
   return utf8(canonicalize(value));
 }
 
-function serialize(value: unknown, seen: Set<object>): string {
+/**
+ * A key as a JSON string. Plain printable ASCII needs no escaping, and checking that is cheaper
+ * than a native `JSON.stringify` call per key (the proxy canonicalizes two records per call);
+ * anything else goes through `JSON.stringify`, which is what JCS prescribes.
+ */
+function quoteKey(key: string): string {
+  for (let i = 0; i < key.length; i++) {
+    const c = key.charCodeAt(i);
+    if (c < 0x20 || c === 0x22 || c === 0x5c || c > 0x7e) return JSON.stringify(key);
+  }
+  return '"' + key + '"';
+}
+
+/**
+ * `ancestors` holds the objects on the path from the root (a cycle is an ancestor met again);
+ * payloads are shallow, so a linear scan is cheaper than a Set.
+ */
+function serialize(value: unknown, ancestors: object[]): string {
   if (value !== null && typeof value === 'object' && typeof (value as { toJSON?: unknown }).toJSON === 'function') {
     value = (value as { toJSON: () => unknown }).toJSON();
   }
@@ -40,23 +57,36 @@ function serialize(value: unknown, seen: Set<object>): string {
       return JSON.stringify(value);
     case 'object': {
       if (value === null) return 'null';
-      if (seen.has(value)) throw new CoreError('invalid_json', 'cannot canonicalize a cyclic structure');
-      seen.add(value);
+      for (let i = 0; i < ancestors.length; i++) {
+        if (ancestors[i] === value) throw new CoreError('invalid_json', 'cannot canonicalize a cyclic structure');
+      }
+      ancestors.push(value);
       let out: string;
       if (Array.isArray(value)) {
-        out = '[' + value.map((v) => (v === undefined || typeof v === 'function' ? 'null' : serialize(v, seen))).join(',') + ']';
+        out = '[';
+        for (let i = 0; i < value.length; i++) {
+          const v: unknown = value[i];
+          if (i > 0) out += ',';
+          out += v === undefined || typeof v === 'function' ? 'null' : serialize(v, ancestors);
+        }
+        out += ']';
       } else {
         const record = value as Record<string, unknown>;
-        const parts: string[] = [];
         // Default sort compares UTF-16 code units, which is what RFC 8785 §3.2.3 asks for.
-        for (const key of Object.keys(record).sort()) {
+        const keys = Object.keys(record).sort();
+        out = '{';
+        let first = true;
+        for (let i = 0; i < keys.length; i++) {
+          const key = keys[i]!;
           const v = record[key];
           if (v === undefined || typeof v === 'function' || typeof v === 'symbol') continue;
-          parts.push(JSON.stringify(key) + ':' + serialize(v, seen));
+          if (!first) out += ',';
+          first = false;
+          out += quoteKey(key) + ':' + serialize(v, ancestors);
         }
-        out = '{' + parts.join(',') + '}';
+        out += '}';
       }
-      seen.delete(value);
+      ancestors.pop();
       return out;
     }
     case 'bigint':

@@ -1,15 +1,19 @@
 /**
  * SHA-256 as a synchronous, runtime-agnostic function (audited `@noble/hashes`), so Merkle
  * trees and payload hashes are computed the same way in Node.js and the browser. In Node, inputs
- * of more than a few hundred bytes go to the native implementation, found at run time (never
- * imported): same digest, several times faster on payload-sized inputs.
+ * from 64 bytes on go to the native implementation, found at run time (never imported): same
+ * digest, several times faster on payload-sized inputs.
  */
 import { sha256 as nobleSha256 } from '@noble/hashes/sha2.js';
 import { toHex, utf8 } from './encoding.js';
 import { nodeCrypto } from './native.js';
 
-/** Below this, noble's pure-JS digest is as fast as a native call (Merkle nodes are 65 bytes). */
-const NATIVE_FROM_BYTES = 512;
+/**
+ * Below this, noble's pure-JS digest beats the cost of a native call. Measured on Node 20
+ * (200,000 digests per size, 2026-11-23): 32 B noble 1.35 µs / native 1.75 µs; 64 B 2.03 / 1.75;
+ * 300 B 3.76 / 1.86; 1 KB 12.7 / 2.8.
+ */
+const NATIVE_FROM_BYTES = 64;
 
 /** SHA-256 digest of `data` (a string is hashed as its UTF-8 bytes). */
 export function sha256(data: Uint8Array | string): Uint8Array {
@@ -23,5 +27,7 @@ export function sha256(data: Uint8Array | string): Uint8Array {
 
 /** Lower-case hex SHA-256 digest of `data`. */
 export function sha256Hex(data: Uint8Array | string): string {
-  return toHex(sha256(data));
+  const bytes = typeof data === 'string' ? utf8(data) : data;
+  if (nodeCrypto && bytes.length >= NATIVE_FROM_BYTES) return nodeCrypto.createHash('sha256').update(bytes).digest('hex');
+  return toHex(nobleSha256(bytes));
 }

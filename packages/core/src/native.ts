@@ -7,7 +7,7 @@
 
 /** The part of Node's `crypto` that core calls. */
 export interface NodeCryptoSlice {
-  createHash(alg: 'sha256'): { update(data: Uint8Array): { digest(): Uint8Array } };
+  createHash(alg: 'sha256'): { update(data: Uint8Array): { digest(): Uint8Array; digest(encoding: 'hex'): string } };
   createCipheriv(
     alg: 'aes-256-gcm',
     key: Uint8Array,

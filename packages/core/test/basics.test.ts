@@ -1,5 +1,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
+import { createHash } from 'node:crypto';
+import { sha256 as nobleSha256 } from '@noble/hashes/sha2.js';
 import { base64Portable } from '../src/encoding.js';
 import {
   CoreError,
@@ -21,6 +23,7 @@ import {
   payloadHashHex,
   randomNonce,
   sealPayload,
+  sha256,
   sha256Hex,
   toBase64,
   toBase64Url,
@@ -87,6 +90,61 @@ test('RFC 8785 canonical JSON: key order, numbers, strings, nesting', () => {
   assert.equal(payloadHashHex(JSON.parse(text)), sha256Hex('{"a":[1,2.5],"b":2}'));
   assert.match(randomNonce(), /^[0-9a-f]{32}$/);
   assert.notEqual(randomNonce(), randomNonce());
+});
+
+/** The JCS definition written plainly (sorted keys, JSON.stringify for keys and primitives): the oracle. */
+function referenceJcs(v: unknown): string {
+  if (Array.isArray(v)) return '[' + v.map((x) => (x === undefined ? 'null' : referenceJcs(x))).join(',') + ']';
+  if (v !== null && typeof v === 'object') {
+    const r = v as Record<string, unknown>;
+    const keys = Object.keys(r)
+      .filter((k) => r[k] !== undefined)
+      .sort();
+    return '{' + keys.map((k) => JSON.stringify(k) + ':' + referenceJcs(r[k])).join(',') + '}';
+  }
+  return JSON.stringify(v);
+}
+
+test('canonical JSON agrees with the plain JCS definition on random documents (odd keys, escapes, shared subtrees)', () => {
+  let seed = 42;
+  const rnd = (n: number) => ((seed = (seed * 1103515245 + 12345) % 2 ** 31), seed % n);
+  const pool = ['a', 'B', '1', '10', '9', '"', '\\', '\n', '\u0000', '\u007f', 'é', '€', '\ud83d\ude00', '\ud800', 'key', '-', ' '];
+  const str = () => Array.from({ length: rnd(6) }, () => pool[rnd(pool.length)]).join('');
+  const gen = (depth: number): unknown => {
+    const kind = depth > 3 ? rnd(4) : rnd(7);
+    if (kind === 0) return str();
+    if (kind === 1) return [0, -0, 1.5, -1e21, 1e-7, 333333333.3333333, 2 ** 53][rnd(7)];
+    if (kind === 2) return [true, false, null][rnd(3)];
+    if (kind === 3) return rnd(2) ? undefined : str();
+    if (kind === 4) return Array.from({ length: rnd(4) }, () => gen(depth + 1));
+    const o: Record<string, unknown> = {};
+    for (let i = rnd(6); i > 0; i--) o[str()] = gen(depth + 1);
+    return o;
+  };
+  for (let i = 0; i < 2000; i++) {
+    const doc = { x: gen(0), y: gen(0) };
+    assert.equal(canonicalize(doc), referenceJcs(doc));
+  }
+  // The same subtree twice is not a cycle.
+  const shared = { k: [1, 2] };
+  assert.equal(
+    canonicalize({ a: shared, b: shared, c: [shared, shared] }),
+    '{"a":{"k":[1,2]},"b":{"k":[1,2]},"c":[{"k":[1,2]},{"k":[1,2]}]}',
+  );
+  const deep: unknown[] = [];
+  deep.push([[deep]]);
+  assert.throws(() => canonicalize(deep), isCode('invalid_json'));
+});
+
+test('SHA-256 is the same digest on both sides of the native threshold', () => {
+  for (const size of [0, 1, 31, 32, 63, 64, 65, 300, 511, 512, 4096]) {
+    const data = new Uint8Array(size).map((_, i) => (i * 7 + size) & 0xff);
+    const expected = createHash('sha256').update(data).digest('hex');
+    assert.equal(toHex(nobleSha256(data)), expected, `noble, ${size} bytes`);
+    assert.equal(sha256Hex(data), expected, `sha256Hex, ${size} bytes`);
+    assert.equal(toHex(sha256(data)), expected, `sha256, ${size} bytes`);
+  }
+  assert.equal(sha256Hex('key_agent_x'), createHash('sha256').update('key_agent_x').digest('hex'));
 });
 
 test('envelope: seals, opens, and refuses a wrong key, a wrong log id, or any altered byte', async () => {

@@ -5,6 +5,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { createHash } from 'node:crypto';
+import { canonicalize } from '@countersign/core';
 import {
   downstreamResponseHeaders,
   isSecretHeader,
@@ -13,7 +14,7 @@ import {
   upstreamRequestHeaders,
 } from '../src/proxy/headers.js';
 import { parseSse, ResponseCapture } from '../src/proxy/capture.js';
-import { statusOf } from '../src/proxy/record.js';
+import { canonicalProxyPayload, statusOf, type ProxyPayload } from '../src/proxy/record.js';
 import { classifyUpstreamError } from '../src/proxy/upstream.js';
 import { TargetBlockedError } from '../src/proxy/ssrf.js';
 
@@ -173,4 +174,28 @@ test('outcomes map to record statuses and upstream errors to outcomes', () => {
   assert.equal(classifyUpstreamError(coded('UND_ERR_SOCKET')), 'upstream_reset');
   assert.equal(classifyUpstreamError(coded('ECONNREFUSED')), 'upstream_unreachable');
   assert.equal(classifyUpstreamError(new TargetBlockedError('x')), 'target_blocked');
+});
+
+test('a proxy record composed with the request half serialized once is byte for byte its RFC 8785 text', () => {
+  const request = {
+    method: 'POST',
+    target: 'https://api.example/v1/chat?x=1',
+    headers: { 'content-type': 'application/json', authorization: '[REDACTED]', 'x-é': ['a', 'b'] },
+    body: { prompt: 'hé "quoted" \u2028', n: [1, 2.5, -0, 1e21], nested: { z: null, a: true, '10': 1, '9': 2 } },
+  };
+  const base: ProxyPayload = { nonce: 'n'.repeat(32), source: 'proxy', outcome: 'pending', request };
+  const variants: ProxyPayload[] = [
+    base,
+    { ...base, outcome: 'complete', timings: { firstByteMs: 0.5, totalMs: 1.25 } },
+    {
+      ...base,
+      outcome: 'complete',
+      response: { status: 200, headers: { 'content-type': 'text/event-stream' }, bytes: 10, sha256: 'ab'.repeat(32), truncated: false },
+      timings: { totalMs: 3 },
+    },
+    { ...base, outcome: 'target_blocked', timings: { totalMs: 0.1 }, error: 'blocked "x"' },
+    { ...base, outcome: 'upstream_unreachable', error: undefined, timings: { totalMs: 0.1 } },
+  ];
+  const requestJcs = canonicalize(request);
+  for (const p of variants) assert.equal(canonicalProxyPayload(p, requestJcs), canonicalize(p));
 });

@@ -62,20 +62,22 @@ export class KeyResolver {
       if (p) return p;
       throw new ApiError('invalid_api_key', 'the bearer token is neither a Countersign key nor a valid embed token');
     }
+    const keyHash = hashApiKey(token);
+    // Hot path: a key seen (and checked) in the last 30 s. Equal hashes mean the same token, so
+    // the prefix and checksum checks it passed then still hold; only live keys are cached.
+    const hit = this.#cache.get(keyHash);
+    const now = this.now();
+    if (hit && hit.until > now) return hit.principal;
     let parsed;
     try {
       parsed = parseApiKey(token);
     } catch (e) {
       throw new ApiError('invalid_api_key', e instanceof CoreError ? e.message : 'malformed API key');
     }
-    const keyHash = hashApiKey(token);
     if (parsed.credentialClass === 'master') {
       if (keyHash !== this.#masterHash) throw new ApiError('invalid_api_key', 'unknown master key');
       return { kind: 'master' } satisfies MasterPrincipal;
     }
-    const hit = this.#cache.get(keyHash);
-    const now = this.now();
-    if (hit && hit.until > now) return hit.principal;
     const generation = this.#generation;
     const row = await this.store.projects.keyByHash(keyHash);
     if (!row || row.revokedAt !== null) {

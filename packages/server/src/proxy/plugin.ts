@@ -15,7 +15,7 @@
 import fp from 'fastify-plugin';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { Agent, Dispatcher } from 'undici';
-import { deriveEnvelopeKey, HEADERS, PROXY_DEFAULTS, randomId, randomNonce } from '@countersign/core';
+import { canonicalize, deriveEnvelopeKey, HEADERS, PROXY_DEFAULTS, randomId, randomNonce } from '@countersign/core';
 import { requireIngestKey } from '../auth/guards.js';
 import type { IngestPrincipal } from '../auth/principal.js';
 import { ApiError, type ApiErrorCode } from '../errors.js';
@@ -180,8 +180,10 @@ async function handleProxy(app: FastifyInstance, runtime: ProxyRuntime, request:
     request: { method, target, headers: redactHeaders(upstreamHeaders), body: payload },
   };
   const started = performance.now();
-  // Seal the request half while the target is checked (the seal runs in WebCrypto's thread pool).
-  const pendingSealed = keyPromise.then((key) => sealProxyPayload(pending, key, fields.id));
+  // The request half is in every record of this call: serialize it once (record.ts).
+  const requestJcs = canonicalize(pending.request);
+  // Seal the request half while the target is checked (large payloads seal in WebCrypto's thread pool).
+  const pendingSealed = keyPromise.then((key) => sealProxyPayload(pending, key, fields.id, requestJcs));
   pendingSealed.catch(() => undefined); // awaited below; a refusal path may never await it
 
   let checked;
@@ -199,6 +201,7 @@ async function handleProxy(app: FastifyInstance, runtime: ProxyRuntime, request:
       { ...pending, outcome, timings: { totalMs: performance.now() - started }, error: message },
       key,
       fields.id,
+      requestJcs,
     );
     try {
       await ctx.store.logs.insert(newProxyLog(fields, sealed, 'failed'));
@@ -244,7 +247,7 @@ async function handleProxy(app: FastifyInstance, runtime: ProxyRuntime, request:
     const result = await exchange.done;
     const final = finalPayload(pending, result, performance.now() - started);
     try {
-      const sealed = await sealProxyPayload(final, key, fields.id);
+      const sealed = await sealProxyPayload(final, key, fields.id, requestJcs);
       const written = await ctx.store.proxyOutcomes.complete(fields.id, {
         status: statusOf(result.outcome),
         payload: sealed.envelope,

@@ -11,7 +11,7 @@
  * ```
  * Only the envelope and its hash reach the store.
  */
-import { canonicalBytes, sealBytes, sha256Hex, toHex, type EnvelopeKey } from '@countersign/core';
+import { canonicalize, sealBytes, sha256Hex, toHex, utf8, type EnvelopeKey } from '@countersign/core';
 import type { NewLog } from '../store/index.js';
 import type { CapturedBody } from './capture.js';
 import { redactHeaders } from './headers.js';
@@ -63,11 +63,36 @@ export interface SealedPayload {
 const ASYNC_HASH_FROM = 64 * 1024;
 
 /**
- * Canonicalizes the payload once, then seals those bytes and hashes them, so the stored hash
- * is exactly `payloadHashHex(payload)` without serializing twice.
+ * The RFC 8785 text of a proxy payload, with the request half's text given ready-made. A call
+ * seals two records (the write-ahead one and the final one) that share the request half, which
+ * can be a long prompt: it is canonicalized once per call, not once per record. The top level
+ * is composed exactly as JCS orders it (keys sorted by code unit, undefined members dropped);
+ * a test holds the result equal to `canonicalize(payload)`.
  */
-export async function sealProxyPayload(payload: ProxyPayload, key: EnvelopeKey, logId: string): Promise<SealedPayload> {
-  const bytes = canonicalBytes(payload);
+export function canonicalProxyPayload(payload: ProxyPayload, requestJcs: string): string {
+  const fields = payload as unknown as Record<string, unknown>;
+  let out = '{';
+  for (const key of Object.keys(fields).sort()) {
+    const value = fields[key];
+    if (value === undefined) continue;
+    if (out.length > 1) out += ',';
+    out += JSON.stringify(key) + ':' + (key === 'request' ? requestJcs : canonicalize(value));
+  }
+  return out + '}';
+}
+
+/**
+ * Canonicalizes the payload once (reusing `requestJcs`, the request half's canonical text, when
+ * given), then seals those bytes and hashes them, so the stored hash is exactly
+ * `payloadHashHex(payload)` without serializing twice.
+ */
+export async function sealProxyPayload(
+  payload: ProxyPayload,
+  key: EnvelopeKey,
+  logId: string,
+  requestJcs?: string,
+): Promise<SealedPayload> {
+  const bytes = utf8(requestJcs === undefined ? canonicalize(payload) : canonicalProxyPayload(payload, requestJcs));
   const hash =
     bytes.length < ASYNC_HASH_FROM
       ? Promise.resolve(sha256Hex(bytes))
