@@ -7,6 +7,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { request } from 'undici';
+import pg from 'pg';
 import { STORES, startApp, type TestApp } from './helpers/server.js';
 import { makeProjectKey, startUpstream, waitFor } from './helpers/upstreams.js';
 import type { NewLog } from '../src/store/index.js';
@@ -128,6 +129,52 @@ if (process.env.DATABASE_URL) {
       await b?.close();
       await a.close().catch(() => undefined);
       await up.close();
+    }
+  });
+}
+
+if (process.env.DATABASE_URL) {
+  test('the LISTEN and liveness-lock connections come back after PostgreSQL drops them', async () => {
+    const t = await startApp({ store: 'postgres' });
+    const dbName = new URL(t.config.databaseUrl!).pathname.slice(1);
+    const admin = new pg.Client({ connectionString: process.env.DATABASE_URL });
+    await admin.connect();
+    try {
+      const store = t.app.ctx.store;
+      const id = store.instance.id;
+      const lockHolders = async () =>
+        (
+          await admin.query<{ n: number }>(
+            "select count(*)::int as n from pg_locks l join pg_database d on d.oid = l.database where l.locktype = 'advisory' and l.granted and d.datname = $1 and l.classid = $2",
+            [dbName, 0x4353494e],
+          )
+        ).rows[0]!.n;
+      assert.equal(await lockHolders(), 1);
+      // Drop every session of the app: the LISTENing one and the lock holder with the rest.
+      await admin.query('select pg_terminate_backend(pid) from pg_stat_activity where datname = $1 and pid <> pg_backend_pid()', [dbName]);
+      // Both come back on their own (retry after a second): the lock under the same id, and the
+      // LISTEN, shown by a notification sent through the pool reaching the handler.
+      await waitFor(async () => ((await lockHolders()) === 1 ? true : undefined), 100, 50);
+      assert.equal(store.instance.id, id, 'the id is on this instance’s records: it must not change');
+      const heard: string[] = [];
+      store.notifier.on('countersign_keys', (p) => heard.push(p));
+      await waitFor(
+        async () => {
+          await store.notifier.notify('countersign_keys', 'ping');
+          await new Promise((r) => setTimeout(r, 50));
+          return heard.includes('ping') ? true : undefined;
+        },
+        60,
+        50,
+      );
+      // A sweep meanwhile treats this instance as alive again.
+      const { projectId, keyId } = await makeProjectKey(t.app, 'agent');
+      const mine = await pendingRow(t, projectId, keyId, id);
+      assert.equal(await store.markOrphanedRecordsInterrupted(Date.now()), 0);
+      assert.equal(await statusOf(t, projectId, mine), 'pending');
+    } finally {
+      await admin.end();
+      await t.close();
     }
   });
 }

@@ -114,7 +114,7 @@ export class Store {
   /** Waits for queued writes, then closes connections. */
   async close(): Promise<void> {
     await this.drain();
-    this.instance.close();
+    await this.instance.close();
     await this.notifier.close();
     await this.checkpointer?.stop();
     await this.db.destroy();

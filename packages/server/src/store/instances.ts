@@ -12,10 +12,10 @@
  */
 import type pg from 'pg';
 import { randomId } from '@countersign/core';
+import { DedicatedConnection } from './dedicated-connection.js';
 
 /** Advisory lock namespace of instance liveness ('CSIN'); the second key is hashtext(id). */
 const LOCK_NAMESPACE = 0x4353494e;
-const RECONNECT_MS = 1000;
 /** Redraws of the id when its 32-bit lock name clashes with a live instance's (rare). */
 const MAX_DRAWS = 5;
 
@@ -26,13 +26,14 @@ function newInstanceId(): string {
 /** This instance's id and its liveness lock; tells whether another instance is gone. */
 export class InstanceLiveness {
   #id = newInstanceId();
-  #client: pg.PoolClient | undefined;
   #started = false;
-  #closed = false;
-  #reconnect: NodeJS.Timeout | undefined;
+  /** The connection whose session holds the lock (PostgreSQL); re-taken after a loss. */
+  readonly #holder: DedicatedConnection | undefined;
 
   /** @param pool the PostgreSQL pool, or undefined on SQLite (one process, no lock needed). */
-  constructor(private readonly pool: pg.Pool | undefined) {}
+  constructor(private readonly pool: pg.Pool | undefined) {
+    this.#holder = pool && new DedicatedConnection(pool, (client) => this.#takeLock(client));
+  }
 
   /** This instance's id, stamped on the pending records it owns. */
   get id(): string {
@@ -41,26 +42,20 @@ export class InstanceLiveness {
 
   /** Takes the liveness lock (PostgreSQL); a no-op on SQLite. */
   async start(): Promise<void> {
-    if (!this.pool || this.#closed) return;
-    const client = await this.pool.connect();
-    try {
-      for (let draw = 1; ; draw++) {
-        if (await tryLock(client, this.#id)) break;
-        // Someone holds our lock name. At first start that is a clash with a live instance's
-        // hash: draw again. After a reconnect the id is already on our records, so keep it and
-        // retry later (another instance is checking on us right now and will let go).
-        if (this.#started) throw new Error('the liveness lock is held by another session');
-        if (draw >= MAX_DRAWS) throw new Error('could not take an instance liveness lock');
-        this.#id = newInstanceId();
-      }
-    } catch (e) {
-      client.release(true);
-      throw e;
-    }
-    client.on('error', () => this.#lost(client));
-    client.on('end', () => this.#lost(client));
-    this.#client = client;
+    await this.#holder?.open();
     this.#started = true;
+  }
+
+  async #takeLock(client: pg.PoolClient): Promise<void> {
+    for (let draw = 1; ; draw++) {
+      if (await tryLock(client, this.#id)) return;
+      // Someone holds our lock name. At first start that is a clash with a live instance's
+      // hash: draw again. After a reconnect the id is already on our records, so keep it and
+      // retry later (another instance is checking on us right now and will let go).
+      if (this.#started) throw new Error('the liveness lock is held by another session');
+      if (draw >= MAX_DRAWS) throw new Error('could not take an instance liveness lock');
+      this.#id = newInstanceId();
+    }
   }
 
   /**
@@ -88,33 +83,9 @@ export class InstanceLiveness {
     }
   }
 
-  #lost(client: pg.PoolClient): void {
-    if (this.#client !== client) return;
-    this.#client = undefined;
-    try {
-      client.release(true);
-    } catch {
-      /* already gone */
-    }
-    this.#scheduleRetry();
-  }
-
-  #scheduleRetry(): void {
-    if (this.#closed || this.#reconnect) return;
-    this.#reconnect = setTimeout(() => {
-      this.#reconnect = undefined;
-      this.start().catch(() => this.#scheduleRetry());
-    }, RECONNECT_MS);
-    this.#reconnect.unref();
-  }
-
   /** Lets go of the lock (the session ends with the connection). */
-  close(): void {
-    this.#closed = true;
-    if (this.#reconnect) clearTimeout(this.#reconnect);
-    const client = this.#client;
-    this.#client = undefined;
-    client?.release(true);
+  async close(): Promise<void> {
+    await this.#holder?.close();
   }
 }
 

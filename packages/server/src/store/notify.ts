@@ -5,6 +5,7 @@
  * directly. Used for dashboard events and for key revocation reaching every key cache.
  */
 import type pg from 'pg';
+import { DedicatedConnection } from './dedicated-connection.js';
 
 /** Receives the text payload of a notification on one channel. */
 export type NotifyHandler = (payload: string) => void;
@@ -13,48 +14,26 @@ export type NotifyHandler = (payload: string) => void;
 export type NotifyChannel = 'countersign_events' | 'countersign_keys';
 
 const CHANNELS: readonly NotifyChannel[] = ['countersign_events', 'countersign_keys'];
-const RECONNECT_MS = 1000;
 
 /** Publish/subscribe over LISTEN/NOTIFY, or in process. */
 export class Notifier {
   readonly #handlers = new Map<NotifyChannel, Set<NotifyHandler>>();
-  #client: pg.PoolClient | undefined;
-  #closed = false;
-  #reconnect: NodeJS.Timeout | undefined;
+  /** The LISTENing connection (PostgreSQL); while it is being replaced, other instances' messages are missed. */
+  readonly #listener: DedicatedConnection | undefined;
 
   /** @param pool the PostgreSQL pool, or undefined for in-process delivery. */
-  constructor(private readonly pool: pg.Pool | undefined) {}
+  constructor(private readonly pool: pg.Pool | undefined) {
+    this.#listener =
+      pool &&
+      new DedicatedConnection(pool, async (client) => {
+        client.on('notification', (m) => this.#dispatch(m.channel as NotifyChannel, m.payload ?? ''));
+        for (const ch of CHANNELS) await client.query(`LISTEN ${ch}`);
+      });
+  }
 
   /** Starts listening (PostgreSQL); a no-op in process. */
   async start(): Promise<void> {
-    if (!this.pool || this.#closed) return;
-    const client = await this.pool.connect();
-    client.on('notification', (m) => this.#dispatch(m.channel as NotifyChannel, m.payload ?? ''));
-    // A dropped listening connection is replaced; until then other instances' messages are missed.
-    client.on('error', () => this.#lost(client));
-    client.on('end', () => this.#lost(client));
-    for (const ch of CHANNELS) await client.query(`LISTEN ${ch}`);
-    this.#client = client;
-  }
-
-  #lost(client: pg.PoolClient): void {
-    if (this.#client !== client) return;
-    this.#client = undefined;
-    try {
-      client.release(true);
-    } catch {
-      /* already gone */
-    }
-    this.#scheduleRetry();
-  }
-
-  #scheduleRetry(): void {
-    if (this.#closed || this.#reconnect) return;
-    this.#reconnect = setTimeout(() => {
-      this.#reconnect = undefined;
-      this.start().catch(() => this.#scheduleRetry());
-    }, RECONNECT_MS);
-    this.#reconnect.unref();
+    await this.#listener?.open();
   }
 
   #dispatch(channel: NotifyChannel, payload: string): void {
@@ -86,18 +65,9 @@ export class Notifier {
 
   /** Stops listening and forgets every handler. */
   async close(): Promise<void> {
-    this.#closed = true;
-    if (this.#reconnect) clearTimeout(this.#reconnect);
-    const client = this.#client;
-    this.#client = undefined;
     this.#handlers.clear();
-    if (client) {
-      try {
-        await client.query(`UNLISTEN *`);
-      } catch {
-        /* connection already gone */
-      }
-      client.release();
-    }
+    await this.#listener?.close(async (client) => {
+      await client.query('UNLISTEN *');
+    });
   }
 }
