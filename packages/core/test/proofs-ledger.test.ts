@@ -1,5 +1,5 @@
 /**
- * Rekor v1 vectors (/work/shared/vectors/rekor): for every tlog entry of every bundle, the
+ * Rekor v1 vectors (../shared/vectors/rekor): for every tlog entry of every bundle, the
  * ledger verifier's SET / inclusion / checkpoint results equal expected.json; and every bundle
  * reaches its expected verdict under a small bundle policy written here (the bundle-level checks
  * are not part of Countersign's ledger verifier: they compare the log entry with the material).
@@ -16,8 +16,9 @@ import { parsePublicKey, pemBlocks } from '../src/proofs/crypto.js';
 import { verifyLedgerEntry, type LedgerVerification, type RekorLogEntryResponse } from '../src/proofs/ledger.js';
 import { certificateFromDer } from '../src/proofs/x509.js';
 import { hashLeaf } from '../src/proofs/merkle.js';
+import { vectorsDir } from './helpers/vectors.js';
 
-const DIR = '/work/shared/vectors/rekor';
+const DIR = vectorsDir('rekor');
 type Json = Record<string, any>; // eslint-disable-line @typescript-eslint/no-explicit-any -- vector JSON is untyped
 
 interface TlogExpect {

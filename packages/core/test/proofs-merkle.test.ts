@@ -21,8 +21,9 @@ import {
   verifyConsistency,
   verifyInclusion,
 } from '../src/proofs/merkle.js';
+import { vectorsDir } from './helpers/vectors.js';
 
-const VECTORS = '/work/shared/vectors/merkle';
+const VECTORS = vectorsDir('merkle');
 
 function listJson(dir: string): string[] {
   const out: string[] = [];

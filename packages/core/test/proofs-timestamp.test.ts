@@ -1,5 +1,5 @@
 /**
- * RFC 3161 vectors (/work/shared/vectors/rfc3161): every file reaches the verdict of
+ * RFC 3161 vectors (../shared/vectors/rfc3161): every file reaches the verdict of
  * expected.json. Time is pinned: "now" is the collection date 2026-11-22T00:00:00Z, and the
  * pass-at-genTime cases are checked both at their genTime (pass) and at "now" (fail).
  */
@@ -10,8 +10,9 @@ import { join } from 'node:path';
 import { digest, type HashName } from '../src/proofs/crypto.js';
 import { parseTimestampToken, verifyTimestampToken, type TimestampVerification } from '../src/proofs/timestamp.js';
 import { loadCertificates } from '../src/proofs/x509.js';
+import { vectorsDir } from './helpers/vectors.js';
 
-const DIR = '/work/shared/vectors/rfc3161';
+const DIR = vectorsDir('rfc3161');
 const COLLECTED = new Date('2026-11-22T00:00:00Z');
 const HELLO = new TextEncoder().encode('hello');
 
