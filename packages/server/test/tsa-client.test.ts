@@ -116,7 +116,6 @@ for (const store of STORES) {
       const app = await startWitnessApp({
         store,
         listen: false,
-        dataDir: client.dataDir,
         ...(client.databaseUrl ? { databaseUrl: client.databaseUrl } : {}),
         config: { tsaUrl: gone.url },
       });
@@ -130,18 +129,20 @@ for (const store of STORES) {
     describe('external: misbehaving TSAs', () => {
       const withFake = async (handler: Parameters<typeof fakeServer>[0], check: (p: Promise<Uint8Array>) => Promise<void>) => {
         const fake = await fakeServer(handler);
-        const app = await startWitnessApp({
-          store,
-          listen: false,
-          dataDir: client.dataDir,
-          ...(client.databaseUrl ? { databaseUrl: client.databaseUrl } : {}),
-          config: { tsaUrl: fake.url },
-        });
         try {
-          await check((await createTimestampWitness(app.app.ctx)).timestamp(sha('the real root')));
+          const app = await startWitnessApp({
+            store,
+            listen: false,
+            ...(client.databaseUrl ? { databaseUrl: client.databaseUrl } : {}),
+            config: { tsaUrl: fake.url },
+          });
+          try {
+            await check((await createTimestampWitness(app.app.ctx)).timestamp(sha('the real root')));
+          } finally {
+            await app.close();
+          }
         } finally {
-          await app.close();
-          await fake.close();
+          await fake.close(); // also when the app fails to start, or the fake keeps the run alive
         }
       };
       const forward = async (body: Uint8Array): Promise<Uint8Array> => {

@@ -34,7 +34,17 @@ export function registerServe(program: Command): void {
       }
       // Loaded here, not at the top, so `countersign verify` and friends start without the app.
       const { buildApp } = await import('../app.js');
-      const app = await buildApp(config);
+      const { DataDirInUseError } = await import('../store/data-dir-lock.js');
+      let app;
+      try {
+        app = await buildApp(config);
+      } catch (e) {
+        if (e instanceof DataDirInUseError) {
+          process.stderr.write(`countersign: ${e.message}\n`);
+          process.exit(2);
+        }
+        throw e;
+      }
       const address = await app.listen({ port: config.port, host: config.host });
       const base = config.publicUrl ?? address;
       const lines = [`Countersign is listening on ${address} (store: ${app.ctx.store.dialect}, roles: ${[...config.roles].join(',')})`];

@@ -59,6 +59,8 @@ export class Store {
     readonly pgPool: pg.Pool | undefined,
     hot: SqliteHotWrites | undefined,
     private readonly checkpointer: WalCheckpointer | undefined,
+    /** The SQLite data directory's lock (data-dir-lock.ts), released by close(). */
+    private readonly dataDirLock: { close(): unknown } | undefined,
   ) {
     this.projects = new ProjectRepository(db);
     this.logs = new LogRepository(db, hot);
@@ -74,14 +76,16 @@ export class Store {
 
   /** Opens (and migrates) the store described by `options`. */
   static async open(options: OpenStoreOptions): Promise<Store> {
-    const { db, dialect, pgPool, sqlite, checkpointer } = await openDatabase(options);
-    const store = new Store(db, dialect, pgPool, sqlite ? new SqliteHotWrites(db, sqlite) : undefined, checkpointer);
+    const { db, dialect, pgPool, sqlite, checkpointer, dataDirLock } = await openDatabase(options);
+    const store = new Store(db, dialect, pgPool, sqlite ? new SqliteHotWrites(db, sqlite) : undefined, checkpointer, dataDirLock);
     try {
       await store.notifier.start();
       await store.instance.start();
     } catch (e) {
       await store.notifier.close();
+      await checkpointer?.stop();
       await db.destroy();
+      dataDirLock?.close();
       throw e;
     }
     return store;
@@ -118,5 +122,6 @@ export class Store {
     await this.notifier.close();
     await this.checkpointer?.stop();
     await this.db.destroy();
+    this.dataDirLock?.close();
   }
 }

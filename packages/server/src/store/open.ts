@@ -10,6 +10,7 @@ import { Kysely, Migrator, PostgresDialect, SqliteDialect, type MigrationProvide
 import type { Database } from './schema.js';
 import { MIGRATIONS } from './migrations/index.js';
 import { WalCheckpointer } from './checkpointer.js';
+import { lockDataDir } from './data-dir-lock.js';
 
 /** Which database is behind the store. */
 export type Dialect = 'sqlite' | 'postgres';
@@ -36,6 +37,8 @@ export interface OpenDatabase {
   sqlite?: BetterSqlite3.Database;
   /** The background WAL checkpointer, when the dialect is sqlite. */
   checkpointer?: WalCheckpointer;
+  /** The data directory's lock (data-dir-lock.ts), held while the store is open, when the dialect is sqlite. */
+  dataDirLock?: BetterSqlite3.Database;
 }
 
 // int8 (bigint) columns hold epoch milliseconds and sequence numbers, well inside 2^53.
@@ -56,19 +59,27 @@ export async function openDatabase(options: OpenStoreOptions): Promise<OpenDatab
     opened = { db: new Kysely<Database>({ dialect: new PostgresDialect({ pool }) }), dialect: 'postgres', pgPool: pool };
   } else {
     fs.mkdirSync(options.dataDir, { recursive: true });
-    const file = new BetterSqlite3(path.join(options.dataDir, 'countersign.db'));
+    const dataDirLock = lockDataDir(options.dataDir);
+    let file: BetterSqlite3.Database;
+    try {
+      file = new BetterSqlite3(path.join(options.dataDir, 'countersign.db'));
+    } catch (e) {
+      dataDirLock.close();
+      throw e;
+    }
     file.pragma('journal_mode = WAL');
     file.pragma(`synchronous = ${options.sqliteSync === 'full' ? 'FULL' : 'NORMAL'}`);
     file.pragma('busy_timeout = 5000');
     file.pragma('foreign_keys = ON');
     // Checkpoints run in a worker (checkpointer.ts), never inside a request's commit.
     file.pragma('wal_autocheckpoint = 0');
-    opened = { db: new Kysely<Database>({ dialect: new SqliteDialect({ database: file }) }), dialect: 'sqlite', sqlite: file };
+    opened = { db: new Kysely<Database>({ dialect: new SqliteDialect({ database: file }) }), dialect: 'sqlite', sqlite: file, dataDirLock };
   }
   try {
     await migrate(opened);
   } catch (e) {
     await opened.db.destroy();
+    opened.dataDirLock?.close();
     throw e;
   }
   if (opened.sqlite) opened.checkpointer = await WalCheckpointer.start(path.join(options.dataDir, 'countersign.db'));
