@@ -15,6 +15,7 @@ import {
 } from '../src/proxy/headers.js';
 import { parseSse, ResponseCapture } from '../src/proxy/capture.js';
 import { canonicalProxyPayload, statusOf, type ProxyPayload } from '../src/proxy/record.js';
+import { OwedOutcomes } from '../src/proxy/owed-outcomes.js';
 import { classifyUpstreamError } from '../src/proxy/upstream.js';
 import { TargetBlockedError } from '../src/proxy/ssrf.js';
 
@@ -198,4 +199,28 @@ test('a proxy record composed with the request half serialized once is byte for 
   ];
   const requestJcs = canonicalize(request);
   for (const p of variants) assert.equal(canonicalProxyPayload(p, requestJcs), canonicalize(p));
+});
+
+test('owed outcomes: kept within a byte bound, written in order, held while the store still fails', async () => {
+  let down = true;
+  const written: string[] = [];
+  const owed = new OwedOutcomes(
+    {
+      complete: async (id) => {
+        if (down) throw new Error('Connection terminated unexpectedly');
+        written.push(id);
+        return id !== 'log_sealed';
+      },
+    },
+    10,
+  );
+  const c = (payload: string) => ({ status: 'complete' as const, payload, payloadHash: null, completedAt: 1 });
+  assert.equal(owed.add('log_a', c('1234')), true);
+  assert.equal(owed.add('log_sealed', c('1234')), true);
+  assert.equal(owed.add('log_big', c('123')), false, 'over the bound: not kept');
+  assert.deepEqual(await owed.retry(), { written: 0, refused: 0, left: 2 });
+  down = false;
+  assert.deepEqual(await owed.retry(), { written: 1, refused: 1, left: 0 });
+  assert.deepEqual(written, ['log_a', 'log_sealed']);
+  assert.equal(owed.add('log_big', c('123')), true, 'room again once written');
 });

@@ -11,6 +11,8 @@ import { sql } from 'kysely';
 import { startApp } from './helpers/server.js';
 import { fullProject, getWith, postLog } from './foundation-helpers.js';
 import { isStoreUnavailable } from '../src/store/availability.js';
+import { request } from 'undici';
+import { decryptRecord, makeProjectKey, startUpstream, waitFor } from './helpers/upstreams.js';
 
 test('store unavailability is told apart from bugs', () => {
   assert.ok(isStoreUnavailable(Object.assign(new Error('x'), { code: 'ECONNREFUSED' })));
@@ -113,6 +115,45 @@ if (process.env.DATABASE_URL) {
       await admin.query(`alter database ${dbName} with allow_connections true`).catch(() => undefined);
       await admin.end();
       await t.close();
+    }
+  });
+
+  test('a proxy outcome that cannot be committed in an outage is written once PostgreSQL is back', async () => {
+    const up = await startUpstream();
+    const t = await startApp({ store: 'postgres', listen: true, config: { allowTargets: [up.hostPort] } });
+    const dbName = new URL(t.config.databaseUrl!).pathname.slice(1);
+    const admin = new pg.Client({ connectionString: process.env.DATABASE_URL });
+    await admin.connect();
+    const allow = (on: boolean) => admin.query(`alter database ${dbName} with allow_connections ${on}`);
+    try {
+      const { projectId, apiKey } = await makeProjectKey(t.app, 'agent');
+      const answer = await request(t.url + '/v1/proxy', {
+        method: 'POST',
+        headers: { authorization: `Bearer ${apiKey}`, 'content-type': 'application/json', 'x-service-encryption-key': 'k' },
+        body: JSON.stringify({ target: up.url + '/sse-step?n=2', payload: {} }),
+      });
+      const logId = answer.headers['x-service-log-id'] as string;
+      // The exchange is under way (its write-ahead record committed); now the database goes away.
+      await allow(false);
+      await admin.query('select pg_terminate_backend(pid) from pg_stat_activity where datname = $1', [dbName]);
+      up.step();
+      up.step();
+      // The caller still gets the whole answer; the outcome is kept to be written later.
+      assert.match(await answer.body.text(), /step 1/);
+      await waitFor(() => (t.app.proxy.owed.size === 1 ? true : undefined), 200, 25);
+      await allow(true);
+      // The retry timer (every 2 s) writes it once the database takes connections again.
+      await waitFor(() => (t.app.proxy.owed.size === 0 ? true : undefined), 200, 50);
+      const row = await t.app.ctx.store.logs.get(projectId, logId);
+      assert.equal(row?.status, 'complete');
+      const payload = (await decryptRecord(row!.payload, 'k', logId)) as { outcome: string; response: { events: unknown[] } };
+      assert.equal(payload.outcome, 'complete');
+      assert.equal(payload.response.events.length, 2);
+    } finally {
+      await allow(true).catch(() => undefined);
+      await admin.end();
+      await t.close();
+      await up.close();
     }
   });
 }

@@ -26,6 +26,8 @@ import { redactHeaders, upstreamRequestHeaders } from './headers.js';
 import { finalPayload, newProxyLog, sealProxyPayload, statusOf, type ProxyPayload, type ProxyRecordFields } from './record.js';
 import { TargetBlockedError, TargetGuard, TargetInvalidError, TargetUnresolvableError } from './ssrf.js';
 import { createUpstreamAgent, Exchange, type ExchangeOutcome } from './upstream.js';
+import { OwedOutcomes } from './owed-outcomes.js';
+import type { LogCompletion } from '../store/index.js';
 
 /** The proxy's moving parts, decorated on the app as `app.proxy` (tests swap the resolver). */
 export interface ProxyRuntime {
@@ -33,6 +35,8 @@ export interface ProxyRuntime {
   agent: Agent;
   /** Exchanges in flight (aborted when the server closes). */
   active: Set<Exchange>;
+  /** Outcomes whose commit failed in a store outage, written again until the store takes them. */
+  owed: OwedOutcomes;
 }
 
 declare module 'fastify' {
@@ -56,6 +60,8 @@ const MAX_LABEL = 512;
 const SHUTDOWN_GRACE_MS = 5_000;
 /** How often pending records of instances that died are looked for (besides at start). */
 const ORPHAN_SWEEP_MS = 30_000;
+/** How often outcomes owed from a store outage are written again. */
+const OWED_RETRY_MS = 2_000;
 
 const bodySchema = {
   type: 'object',
@@ -93,7 +99,7 @@ async function proxyPlugin(app: FastifyInstance): Promise<void> {
   const { ctx } = app;
   const guard = new TargetGuard({ allowTargets: ctx.config.allowTargets });
   const agent = createUpstreamAgent(guard, ctx.config.proxyTimeouts);
-  const runtime: ProxyRuntime = { guard, agent, active: new Set() };
+  const runtime: ProxyRuntime = { guard, agent, active: new Set(), owed: new OwedOutcomes(ctx.store.proxyOutcomes) };
   app.decorate('proxy', runtime);
 
   // A record still pending whose instance is gone belongs to an exchange that died with it:
@@ -103,15 +109,32 @@ async function proxyPlugin(app: FastifyInstance): Promise<void> {
     const marked = await ctx.store.markOrphanedRecordsInterrupted(ctx.now());
     if (marked > 0) ctx.log.warn({ marked }, 'marked proxy records of a process that died mid-exchange interrupted');
   };
-  let sweeper: NodeJS.Timeout | undefined;
+  let retrying = false;
+  const retryOwed = async () => {
+    if (retrying || runtime.owed.size === 0) return;
+    retrying = true;
+    try {
+      const r = await runtime.owed.retry();
+      if (r.written + r.refused > 0) ctx.log.warn(r, 'wrote proxy outcomes owed since a store outage');
+    } finally {
+      retrying = false;
+    }
+  };
+  const timers: NodeJS.Timeout[] = [];
   app.addHook('onReady', async () => {
     await sweep();
-    sweeper = setInterval(() => {
-      sweep().catch((err: unknown) => ctx.log.warn({ err: errorSummary(err) }, 'orphaned-record sweep failed; retrying later'));
-    }, ORPHAN_SWEEP_MS);
-    sweeper.unref();
+    const every = (ms: number, task: () => Promise<void>, what: string) => {
+      const t = setInterval(
+        () => task().catch((err: unknown) => ctx.log.warn({ err: errorSummary(err) }, `${what} failed; retrying later`)),
+        ms,
+      );
+      t.unref();
+      timers.push(t);
+    };
+    every(ORPHAN_SWEEP_MS, sweep, 'orphaned-record sweep');
+    every(OWED_RETRY_MS, retryOwed, 'writing owed proxy outcomes');
   });
-  app.addHook('onClose', async () => clearInterval(sweeper));
+  app.addHook('onClose', async () => timers.forEach((t) => clearInterval(t)));
   app.addHook('preClose', async () => {
     if (runtime.active.size === 0) return;
     const deadline = Date.now() + SHUTDOWN_GRACE_MS;
@@ -119,6 +142,8 @@ async function proxyPlugin(app: FastifyInstance): Promise<void> {
     for (const x of runtime.active) x.abort('server_shutdown');
     while (runtime.active.size > 0) await new Promise((r) => setTimeout(r, 5));
   });
+  // A last chance for outcomes owed since a store outage (what is still owed stays pending).
+  app.addHook('preClose', async () => retryOwed().catch(() => undefined));
   ctx.onClose.push(() => agent.close());
 
   // The route lives in its own encapsulated context so that JSON-only parsing applies to it alone.
@@ -246,18 +271,21 @@ async function handleProxy(app: FastifyInstance, runtime: ProxyRuntime, request:
     exchange.start(runtime.agent);
     const result = await exchange.done;
     const final = finalPayload(pending, result, performance.now() - started);
+    let completion: LogCompletion | undefined;
     try {
       const sealed = await sealProxyPayload(final, key, fields.id, requestJcs);
-      const written = await ctx.store.proxyOutcomes.complete(fields.id, {
-        status: statusOf(result.outcome),
-        payload: sealed.envelope,
-        payloadHash: sealed.payloadHash,
-        completedAt: ctx.now(),
-      });
+      completion = { status: statusOf(result.outcome), payload: sealed.envelope, payloadHash: sealed.payloadHash, completedAt: ctx.now() };
+      const written = await ctx.store.proxyOutcomes.complete(fields.id, completion);
       if (!written) request.log.error({ logId: fields.id }, 'proxy outcome not written: the record was already sealed into a proof batch');
     } catch (err) {
-      // The pending record stays; the next start marks it interrupted. The caller still gets its answer.
-      request.log.error({ err: errorSummary(err), logId: fields.id }, 'could not commit a proxy outcome');
+      // The caller still gets its answer. The sealed outcome is kept and written once the store
+      // is back (owed-outcomes.ts); if it cannot be kept, the record stays pending and becomes
+      // interrupted once this instance is gone.
+      const kept = completion !== undefined && runtime.owed.add(fields.id, completion);
+      request.log.error(
+        { err: errorSummary(err), logId: fields.id, kept },
+        kept ? 'could not commit a proxy outcome; kept to write again' : 'could not commit a proxy outcome',
+      );
     }
     if (result.outcome !== 'complete' && result.error) {
       request.log.debug({ logId: fields.id, outcome: result.outcome, error: result.error }, 'proxied call failed');
