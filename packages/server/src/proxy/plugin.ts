@@ -142,8 +142,11 @@ async function proxyPlugin(app: FastifyInstance): Promise<void> {
     for (const x of runtime.active) x.abort('server_shutdown');
     while (runtime.active.size > 0) await new Promise((r) => setTimeout(r, 5));
   });
-  // A last chance for outcomes owed since a store outage (what is still owed stays pending).
-  app.addHook('preClose', async () => retryOwed().catch(() => undefined));
+  // A last chance for outcomes owed since a store outage (what is still owed stays pending),
+  // bounded so that a database that hangs cannot hold the shutdown.
+  app.addHook('preClose', async () => {
+    await Promise.race([retryOwed().catch(() => undefined), new Promise((r) => setTimeout(r, SHUTDOWN_GRACE_MS).unref())]);
+  });
   ctx.onClose.push(() => agent.close());
 
   // The route lives in its own encapsulated context so that JSON-only parsing applies to it alone.
