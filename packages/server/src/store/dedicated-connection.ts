@@ -23,11 +23,6 @@ export class DedicatedConnection {
     private readonly setUp: (client: pg.PoolClient) => Promise<void>,
   ) {}
 
-  /** The connection, while one is established. */
-  get client(): pg.PoolClient | undefined {
-    return this.#client;
-  }
-
   /** Connects and runs `setUp`; rejects (and retries nothing) when either fails. */
   async open(): Promise<void> {
     if (this.#closed) return;

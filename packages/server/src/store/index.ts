@@ -82,10 +82,7 @@ export class Store {
       await store.notifier.start();
       await store.instance.start();
     } catch (e) {
-      await store.notifier.close();
-      await checkpointer?.stop();
-      await db.destroy();
-      dataDirLock?.close();
+      await store.close(); // releases whatever was opened, the data directory's lock included
       throw e;
     }
     return store;

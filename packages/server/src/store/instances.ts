@@ -13,6 +13,7 @@
 import type pg from 'pg';
 import { randomId } from '@countersign/core';
 import { DedicatedConnection } from './dedicated-connection.js';
+import { tryAdvisoryLock, withTryAdvisoryLock } from './advisory-lock.js';
 
 /** Advisory lock namespace of instance liveness ('CSIN'); the second key is hashtext(id). */
 const LOCK_NAMESPACE = 0x4353494e;
@@ -48,7 +49,7 @@ export class InstanceLiveness {
 
   async #takeLock(client: pg.PoolClient): Promise<void> {
     for (let draw = 1; ; draw++) {
-      if (await tryLock(client, this.#id)) return;
+      if (await tryAdvisoryLock(client, [LOCK_NAMESPACE, this.#id])) return;
       // Someone holds our lock name. At first start that is a clash with a live instance's
       // hash: draw again. After a reconnect the id is already on our records, so keep it and
       // retry later (another instance is checking on us right now and will let go).
@@ -65,31 +66,11 @@ export class InstanceLiveness {
   async whileGone<T>(otherId: string, fn: () => Promise<T>): Promise<T | undefined> {
     if (otherId === this.#id) return undefined;
     if (!this.pool) return fn();
-    const client = await this.pool.connect();
-    let broken = false;
-    try {
-      if (!(await tryLock(client, otherId))) return undefined;
-      try {
-        return await fn();
-      } finally {
-        try {
-          await client.query('select pg_advisory_unlock($1, hashtext($2))', [LOCK_NAMESPACE, otherId]);
-        } catch {
-          broken = true; // never hand a connection that may still hold the lock back to the pool
-        }
-      }
-    } finally {
-      client.release(broken);
-    }
+    return withTryAdvisoryLock(this.pool, [LOCK_NAMESPACE, otherId], fn);
   }
 
   /** Lets go of the lock (the session ends with the connection). */
   async close(): Promise<void> {
     await this.#holder?.close();
   }
-}
-
-async function tryLock(client: pg.PoolClient, id: string): Promise<boolean> {
-  const r = await client.query<{ ok: boolean }>('select pg_try_advisory_lock($1, hashtext($2)) as ok', [LOCK_NAMESPACE, id]);
-  return r.rows[0]?.ok === true;
 }

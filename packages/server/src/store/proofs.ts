@@ -11,6 +11,7 @@ import { sql, type Kysely } from 'kysely';
 import type pg from 'pg';
 import type { Database, LogsTable } from './schema.js';
 import type { LogsProofColumns, ProofBatchesTable } from './migrations/003_proofs.js';
+import { withTryAdvisoryLock, type AdvisoryKey } from './advisory-lock.js';
 
 /** The schema with `logs.proof_batch_id` (migration 003): for the proofs and the completion guard. */
 export type ProofDatabase = Omit<Database, 'logs'> & { logs: LogsTable & LogsProofColumns };
@@ -82,7 +83,7 @@ export interface ClaimRequest {
 
 const INSERT_CHUNK = 500;
 /** Advisory lock key of the proof sealer ('CSPR', 1): one sealer at a time across instances. */
-const SEAL_LOCK: [number, number] = [0x43535052, 1];
+const SEAL_LOCK: AdvisoryKey = [0x43535052, 1];
 
 /** Data access for proof batches and receipts. */
 export class ProofRepository {
@@ -111,24 +112,7 @@ export class ProofRepository {
         this.#localHeld = false;
       }
     }
-    const client = await this.#pgPool.connect();
-    let broken = false;
-    try {
-      const got = await client.query<{ ok: boolean }>('select pg_try_advisory_lock($1, $2) as ok', SEAL_LOCK);
-      if (!got.rows[0]?.ok) return undefined;
-      try {
-        return await fn();
-      } finally {
-        try {
-          await client.query('select pg_advisory_unlock($1, $2)', SEAL_LOCK);
-        } catch {
-          // A connection that cannot unlock must not go back to the pool holding the lock.
-          broken = true;
-        }
-      }
-    } finally {
-      client.release(broken);
-    }
+    return withTryAdvisoryLock(this.#pgPool, SEAL_LOCK, fn);
   }
 
   /**
