@@ -7,8 +7,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { request } from 'undici';
-import pg from 'pg';
-import { STORES, startApp, type TestApp } from './helpers/server.js';
+import { STORES, pgAdmin, startApp, type TestApp } from './helpers/server.js';
 import { makeProjectKey, startUpstream, waitFor } from './helpers/upstreams.js';
 import type { NewLog } from '../src/store/index.js';
 import type { ProofDatabase } from '../src/store/proofs.js';
@@ -136,24 +135,22 @@ if (process.env.DATABASE_URL) {
 if (process.env.DATABASE_URL) {
   test('the LISTEN and liveness-lock connections come back after PostgreSQL drops them', async () => {
     const t = await startApp({ store: 'postgres' });
-    const dbName = new URL(t.config.databaseUrl!).pathname.slice(1);
-    const admin = new pg.Client({ connectionString: process.env.DATABASE_URL });
-    await admin.connect();
+    const admin = await pgAdmin(t);
     try {
       const store = t.app.ctx.store;
       const id = store.instance.id;
       // The backends holding this app's liveness lock.
       const lockHolders = async () =>
         (
-          await admin.query<{ pid: number }>(
+          await admin.client.query<{ pid: number }>(
             "select l.pid from pg_locks l join pg_database d on d.oid = l.database where l.locktype = 'advisory' and l.granted and d.datname = $1 and l.classid = $2",
-            [dbName, 0x4353494e],
+            [admin.dbName, 0x4353494e],
           )
         ).rows.map((r) => r.pid);
       const [before] = await lockHolders();
       assert.ok(before);
       // Drop every session of the app: the LISTENing one and the lock holder with the rest.
-      await admin.query('select pg_terminate_backend(pid) from pg_stat_activity where datname = $1 and pid <> pg_backend_pid()', [dbName]);
+      await admin.terminateSessions();
       // Both come back on their own (retry after a second): the lock, held by a NEW backend under
       // the same id, and the LISTEN, shown by a notification sent through the pool reaching the
       // handler. (pg_terminate_backend only signals: the old backend may hold the lock a moment.)

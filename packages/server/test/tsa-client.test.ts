@@ -110,15 +110,14 @@ for (const store of STORES) {
       await rejectsWith(witness.timestamp(sha('x')), 'tsa_response_invalid', /chain|verify/);
     });
 
+    /** An app (on the client's database when PostgreSQL) whose witness calls the TSA at `tsaUrl`. */
+    const appUsingTsa = (tsaUrl: string) =>
+      startWitnessApp({ store, listen: false, ...(client.databaseUrl ? { databaseUrl: client.databaseUrl } : {}), config: { tsaUrl } });
+
     it('external: no TSA listening → tsa_unavailable', async () => {
       const gone = await fakeServer(async () => ({ status: 200, type: 'text/plain', body: '' }));
       await gone.close();
-      const app = await startWitnessApp({
-        store,
-        listen: false,
-        ...(client.databaseUrl ? { databaseUrl: client.databaseUrl } : {}),
-        config: { tsaUrl: gone.url },
-      });
+      const app = await appUsingTsa(gone.url);
       try {
         await rejectsWith((await createTimestampWitness(app.app.ctx)).timestamp(sha('x')), 'tsa_unavailable', /did not answer/);
       } finally {
@@ -130,12 +129,7 @@ for (const store of STORES) {
       const withFake = async (handler: Parameters<typeof fakeServer>[0], check: (p: Promise<Uint8Array>) => Promise<void>) => {
         const fake = await fakeServer(handler);
         try {
-          const app = await startWitnessApp({
-            store,
-            listen: false,
-            ...(client.databaseUrl ? { databaseUrl: client.databaseUrl } : {}),
-            config: { tsaUrl: fake.url },
-          });
+          const app = await appUsingTsa(fake.url);
           try {
             await check((await createTimestampWitness(app.app.ctx)).timestamp(sha('the real root')));
           } finally {

@@ -83,3 +83,33 @@ export async function startApp(options: StartAppOptions = {}): Promise<TestApp> 
   if (options.listen) url = await app.listen({ port: 0, host: '127.0.0.1' });
   return { app, config, masterKey: app.ctx.masterKey, url, close: () => app.close() };
 }
+
+/** A superuser session on the PostgreSQL server of a test app, to take its database away and back. */
+export interface PgAdmin {
+  client: pg.Client;
+  /** The test app's database. */
+  dbName: string;
+  /** `alter database … with allow_connections` on the app's database. */
+  allowConnections(on: boolean): Promise<void>;
+  /** Ends every session of the app's database (pg_terminate_backend only signals: it returns at once). */
+  terminateSessions(): Promise<void>;
+  end(): Promise<void>;
+}
+
+/** Connects a {@link PgAdmin} for the PostgreSQL test app `t`. */
+export async function pgAdmin(t: TestApp): Promise<PgAdmin> {
+  const dbName = new URL(t.config.databaseUrl!).pathname.slice(1);
+  const client = new pg.Client({ connectionString: process.env.DATABASE_URL });
+  await client.connect();
+  return {
+    client,
+    dbName,
+    allowConnections: async (on) => {
+      await client.query(`alter database ${dbName} with allow_connections ${on}`);
+    },
+    terminateSessions: async () => {
+      await client.query('select pg_terminate_backend(pid) from pg_stat_activity where datname = $1 and pid <> pg_backend_pid()', [dbName]);
+    },
+    end: () => client.end(),
+  };
+}
