@@ -1,322 +1,292 @@
 /**
- * The proxy's overhead, direct vs proxied, in one invocation. The loopback upstream and the
- * Countersign server (SQLite store, write-ahead on, every call recorded) each run in their own
- * child process, as in production; this process only generates load and measures:
+ * The proxy side by side, in one invocation, interleaved: the direct call; the Node floor (bare
+ * node:http + undici, bench/proxy/node-floor.ts); nginx (`proxy_pass` with upstream keepalive,
+ * when installed); Countersign on SQLite; Countersign on PostgreSQL when DATABASE_URL is set.
+ * Every proxy runs pinned to the proxy core (default core 1), the upstream and this load
+ * generator to the load core (default 0), so per-call figures are one core's (bench/proxy/children.ts).
  *
- * - 1 KB JSON at fixed rates (200 and 1,000 req/s, open loop) → added latency p50/p99 and TTFB;
- * - 1 KB JSON at saturation (closed loop, 64 in flight) → max throughput ratio;
- * - SSE, 200 events → first-event overhead and whole-stream overhead;
- * - a 20 MB body (and a 200 KB one as the small baseline) → peak RSS growth of the server process.
+ * Scenarios, each run for every target in turn before the next scenario (so a slow moment of
+ * the machine hits all of them alike): 1 KB JSON answer at fixed rates of 500, 1,000 and
+ * 2,000 req/s, open loop, latency from each request's scheduled time (bench/proxy/load.ts),
+ * each rate warmed up at that rate first; saturation with 32 connections, closed loop; CPU per
+ * call of the proxy process (all threads, /proc/<pid>/stat) at each rate and at saturation; SSE
+ * time to the first event (streams of 50 events, one stream at a time); for Countersign on
+ * SQLite, the `-wal` file's size (peak while running, at the end, and after 2 s idle).
  *
- * Run: `npm run bench -- proxy`. The same file is the entry point of the two children
- * (PROXY_BENCH_ROLE=upstream|server).
+ * Run: `npm run bench -- proxy` (a few minutes). `BENCH_QUICK=1` is a smoke run (well under a
+ * minute, figures not meaningful). Knobs: PROXY_BENCH_ROUNDS (medians over rounds, default 1),
+ * PROXY_BENCH_SECONDS (per measured rate step, default 5), PROXY_BENCH_DOOR=forward (Countersign
+ * through `/v1/forward/…` instead of `POST /v1/proxy`), PROXY_BENCH_PROFILE=cs_sqlite|cs_pg|floor
+ * (`--cpu-prof` of that process into $TMPDIR/proxy-bench-prof), PROXY_BENCH_LOAD_CORE /
+ * PROXY_BENCH_PROXY_CORE.
  */
-import { spawn, type ChildProcess } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { fileURLToPath } from 'node:url';
-import { Pool } from 'undici';
+import pg from 'pg';
+import type { Pool } from 'undici';
+import { CAN_PIN, CORES, NGINX, cpuSeconds, fileSize, pinSelf, startNginx, startRole, type Child } from './proxy/children.js';
+import { clientFor, openLoop, pctMs, saturate, sseRuns, type CallSpec } from './proxy/load.js';
+import {
+  medianOf,
+  ratioLines,
+  ratios,
+  table,
+  type RateFigures,
+  type SaturationFigures,
+  type SseFigures,
+  type TargetFigures,
+} from './proxy/report.js';
 
-const self = fileURLToPath(import.meta.url);
-const ROLE = process.env.PROXY_BENCH_ROLE;
+const QUICK = process.env.BENCH_QUICK === '1';
+const ROUNDS = Number(process.env.PROXY_BENCH_ROUNDS ?? 1);
+const MEASURE_S = Number(process.env.PROXY_BENCH_SECONDS ?? (QUICK ? 1.5 : 5));
+const WARM_S = QUICK ? 0.5 : 2;
+const SAT_S = QUICK ? 1.5 : 5;
+const SSE_RUNS = QUICK ? 10 : 30;
+const RATES = [500, 1000, 2000];
+const CONNECTIONS = 32;
+const DOOR = process.env.PROXY_BENCH_DOOR === 'forward' ? 'forward' : 'proxy';
 const ENC = 'bench-encryption-key';
-const RATE_SECONDS = Number(process.env.PROXY_BENCH_SECONDS ?? 5);
+const REQUEST_BODY = JSON.stringify({ model: 'm', prompt: 'hello' });
 
-// ---------------------------------------------------------------- child roles
-
-if (ROLE === 'upstream') {
-  const { startUpstream } = await import('../packages/server/test/helpers/upstreams.js');
-  const up = await startUpstream({ record: false });
-  process.stdout.write(JSON.stringify({ url: up.url, hostPort: up.hostPort }) + '\n');
-} else if (ROLE === 'server') {
-  const { buildApp } = await import('../packages/server/src/app.js');
-  const { loadConfig } = await import('../packages/server/src/config.js');
-  const { makeProjectKey } = await import('../packages/server/test/helpers/upstreams.js');
-  const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'countersign-proxy-bench-'));
-  const config = {
-    ...loadConfig({ dataDir, port: '0', logLevel: 'silent', roles: 'ingest,management' }, {}),
-    databaseUrl: undefined,
-    allowTargets: [process.env.PROXY_BENCH_ALLOW!],
-  };
-  const app = await buildApp(config);
-  const url = await app.listen({ port: 0, host: '127.0.0.1' });
-  const { apiKey } = await makeProjectKey(app, 'agent');
-  process.on('SIGTERM', () => void app.close().finally(() => process.exit(0)));
-  process.stdout.write(JSON.stringify({ url, apiKey }) + '\n');
+/** One thing called: its JSON and SSE calls, the process whose CPU counts, its pool. */
+interface Target {
+  name: string;
+  label: string;
+  json: CallSpec;
+  sse: CallSpec;
+  pid: number;
+  pool: Pool;
+  walFile?: string;
 }
 
-// ---------------------------------------------------------------- measurement helpers
-
-interface Child {
-  proc: ChildProcess;
-  info: Record<string, string>;
+function plainTarget(name: string, label: string, origin: string, pid: number): Target {
+  const json: CallSpec = { origin, path: '/json', method: 'POST', headers: { 'content-type': 'application/json' }, body: REQUEST_BODY };
+  return { name, label, json, sse: { origin, path: '/sse?n=50', method: 'GET', headers: {} }, pid, pool: clientFor(json) };
 }
 
-async function startChild(role: string, extraEnv: Record<string, string> = {}): Promise<Child> {
-  const prof =
-    process.env.PROXY_BENCH_PROFILE === role ? ['--cpu-prof', '--cpu-prof-dir=' + path.join(os.tmpdir(), 'proxy-bench-prof')] : [];
-  const proc = spawn(process.execPath, ['--conditions=development', '--import', 'tsx', ...prof, self], {
-    env: { ...process.env, PROXY_BENCH_ROLE: role, ...extraEnv },
-    stdio: ['ignore', 'pipe', 'inherit'],
-  });
-  const info = await new Promise<Record<string, string>>((resolve, reject) => {
-    let out = '';
-    proc.stdout!.on('data', (c: Buffer) => {
-      out += c.toString();
-      const line = out.split('\n').find((l) => l.startsWith('{'));
-      if (line) resolve(JSON.parse(line) as Record<string, string>);
-    });
-    proc.on('exit', (code) => reject(new Error(`${role} exited with ${code}`)));
-  });
-  return { proc, info };
+function countersignTarget(name: string, label: string, child: Child, upstream: string): Target {
+  const origin = child.info.url!;
+  let json: CallSpec;
+  let sse: CallSpec;
+  if (DOOR === 'forward') {
+    const headers = { 'x-service-key': child.info.apiKey!, 'x-service-encryption-key': ENC, 'content-type': 'application/json' };
+    json = { origin, path: '/v1/forward/bench/json', method: 'POST', headers, body: REQUEST_BODY };
+    sse = {
+      origin,
+      path: '/v1/forward/bench/sse?n=50',
+      method: 'GET',
+      headers: { 'x-service-key': child.info.apiKey!, 'x-service-encryption-key': ENC },
+    };
+  } else {
+    const headers = { authorization: `Bearer ${child.info.apiKey}`, 'content-type': 'application/json', 'x-service-encryption-key': ENC };
+    const body = (p: string) => JSON.stringify({ target: upstream + p, payload: { model: 'm', prompt: 'hello' } });
+    json = { origin, path: '/v1/proxy', method: 'POST', headers, body: body('/json') };
+    sse = { origin, path: '/v1/proxy', method: 'POST', headers, body: body('/sse?n=50') };
+  }
+  const walFile = child.info.dataDir && !name.endsWith('pg') ? path.join(child.info.dataDir, 'countersign.db-wal') : undefined;
+  return { name, label, json, sse, pid: child.proc.pid!, pool: clientFor(json), ...(walFile ? { walFile } : {}) };
 }
 
-function rssBytes(pid: number): number {
-  const m = /VmRSS:\s+(\d+) kB/.exec(fs.readFileSync(`/proc/${pid}/status`, 'utf8'));
-  return m ? Number(m[1]) * 1024 : 0;
-}
-
-/** CPU seconds (user + system) a process has used so far, from /proc (Linux). */
-function cpuSeconds(pid: number): number {
-  const fields = fs.readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ');
-  return (Number(fields[11]) + Number(fields[12])) / 100; // utime, stime in clock ticks (USER_HZ = 100)
-}
-
-function pct(sorted: number[], p: number): number {
-  if (sorted.length === 0) return NaN;
-  return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))]!;
-}
-
-const ms = (x: number) => Math.round(x * 1000) / 1000;
-
-/** One call; returns [ms to response headers, ms to the end of the body]. */
-type Caller = () => Promise<[number, number]>;
-
-function caller(pool: Pool, pathName: string, headers: Record<string, string>, body: string | undefined): Caller {
-  return async () => {
-    const t0 = performance.now();
-    const r = await pool.request({ path: pathName, method: body === undefined ? 'GET' : 'POST', headers, body });
-    const t1 = performance.now();
-    for await (const _ of r.body) void _;
-    if (r.statusCode !== 200) throw new Error(`status ${r.statusCode}`);
-    return [t1 - t0, performance.now() - t0];
+async function freshDatabase(base: string): Promise<{ url: string; drop: () => Promise<void> }> {
+  const name = 'cs_bench_' + Math.random().toString(36).slice(2, 10);
+  const admin = new pg.Client({ connectionString: base });
+  await admin.connect();
+  await admin.query(`create database ${name}`);
+  await admin.end();
+  const u = new URL(base);
+  u.pathname = '/' + name;
+  return {
+    url: u.toString(),
+    drop: async () => {
+      const c = new pg.Client({ connectionString: base });
+      await c.connect();
+      await c.query(`drop database if exists ${name} with (force)`).catch(() => undefined);
+      await c.end();
+    },
   };
 }
 
-/** Open loop at `rate` req/s for `seconds`: sends on schedule whatever the answers do. */
-async function fixedRate(call: Caller, rate: number, seconds: number): Promise<{ total: number[]; ttfb: number[]; errors: number }> {
-  const total: number[] = [];
-  const ttfb: number[] = [];
-  let errors = 0;
-  const n = rate * seconds;
-  const inflight: Promise<void>[] = [];
-  const start = performance.now();
-  let sent = 0;
-  while (sent < n) {
-    const due = Math.min(n, Math.floor(((performance.now() - start) / 1000) * rate) + 1);
-    for (; sent < due; sent++) {
-      inflight.push(
-        call().then(
-          ([h, t]) => {
-            ttfb.push(h);
-            total.push(t);
-          },
-          () => void errors++,
-        ),
-      );
-    }
-    await new Promise((r) => setTimeout(r, 1));
-  }
-  await Promise.all(inflight);
-  return { total: total.sort((a, b) => a - b), ttfb: ttfb.sort((a, b) => a - b), errors };
+/** One fixed-rate step of one target: warm-up at the rate, then the measured run with CPU. */
+async function rateStep(t: Target, rate: number): Promise<Omit<RateFigures, 'added_p50_ms' | 'added_p99_ms'>> {
+  await openLoop(t.pool, t.json, rate, WARM_S);
+  const cpu0 = cpuSeconds(t.pid);
+  const r = await openLoop(t.pool, t.json, rate, MEASURE_S);
+  const cpu = cpuSeconds(t.pid) - cpu0;
+  return {
+    p50_ms: pctMs(r.total, 50),
+    p99_ms: pctMs(r.total, 99),
+    p999_ms: pctMs(r.total, 99.9),
+    max_ms: pctMs(r.total, 100),
+    ttfb_p50_ms: pctMs(r.ttfb, 50),
+    achieved_rps: Math.round(r.achievedRps),
+    errors: r.errors,
+    cpu_us_per_call: r.ok > 0 ? Math.round((cpu / r.ok) * 1e6) : NaN,
+  };
 }
 
-/** Closed loop with `concurrency` callers for `seconds`; returns requests per second. */
-async function saturate(call: Caller, concurrency: number, seconds: number): Promise<number> {
-  let done = 0;
-  const until = performance.now() + seconds * 1000;
-  await Promise.all(
-    Array.from({ length: concurrency }, async () => {
-      while (performance.now() < until) {
-        await call();
-        done++;
-      }
-    }),
-  );
-  return done / seconds;
+async function saturationStep(t: Target): Promise<SaturationFigures> {
+  await saturate(t.pool, t.json, CONNECTIONS, Math.min(1, SAT_S / 3));
+  const cpu0 = cpuSeconds(t.pid);
+  const s = await saturate(t.pool, t.json, CONNECTIONS, SAT_S);
+  const cpu = cpuSeconds(t.pid) - cpu0;
+  return {
+    rps: Math.round(s.calls / s.seconds),
+    errors: s.errors,
+    cpu_us_per_call: s.calls > 0 ? Math.round((cpu / s.calls) * 1e6) : NaN,
+    cpu_cores: Math.round((cpu / s.seconds) * 100) / 100,
+  };
 }
 
-/** Time to the first SSE event and to the end of the stream, ms. */
-async function sse(pool: Pool, pathName: string, headers: Record<string, string>, body: string | undefined): Promise<[number, number]> {
-  const t0 = performance.now();
-  const r = await pool.request({ path: pathName, method: body === undefined ? 'GET' : 'POST', headers, body });
-  let first = 0;
-  let seen = '';
-  for await (const chunk of r.body) {
-    if (first === 0) {
-      seen += String(chunk);
-      if (seen.includes('\n\n')) first = performance.now() - t0;
-    }
-  }
-  return [first, performance.now() - t0];
-}
-
-// ---------------------------------------------------------------- the benchmark
-
-/** Runs every scenario; prints a table and returns the figures. */
+/** Runs every scenario over every target; prints the table and returns the figures. */
 export default async function proxyBench(): Promise<Record<string, unknown>> {
-  const upstream = await startChild('upstream');
-  const server = await startChild('server', { PROXY_BENCH_ALLOW: upstream.info.hostPort! });
-  const upUrl = upstream.info.url!;
-  const direct = new Pool(upUrl, { connections: 128 });
-  const proxied = new Pool(server.info.url!, { connections: 128 });
-  const proxyHeaders = {
-    authorization: `Bearer ${server.info.apiKey}`,
-    'content-type': 'application/json',
-    'x-service-encryption-key': ENC,
-  };
-  const proxyBody = (p: string) => JSON.stringify({ target: upUrl + p, payload: { model: 'm', prompt: 'hello' } });
-  const json = {
-    direct: caller(direct, '/json', {}, undefined),
-    proxied: caller(proxied, '/v1/proxy', proxyHeaders, proxyBody('/json')),
-  };
-  const out: Record<string, unknown> = {};
-  // Other work on the machine skews every figure; say how busy it was.
+  pinSelf();
   const loadBefore = os.loadavg()[0]!;
+  const children: Child[] = [];
+  const drops: Array<() => Promise<void>> = [];
+  const targets: Target[] = [];
+  const walPeak = new Map<string, number>();
+  let sampler: NodeJS.Timeout | undefined;
+  const out: Record<string, unknown> = {};
   try {
-    // Warm up both paths (JIT, pools, SQLite pages).
-    await fixedRate(json.direct, 500, 2);
-    await fixedRate(json.proxied, 500, 2);
+    const upstream = await startRole('upstream', 'upstream', CORES.load);
+    children.push(upstream);
+    const upUrl = upstream.info.url!;
+    const env = { PROXY_BENCH_UPSTREAM: upUrl };
+    const prof = (name: string) =>
+      process.env.PROXY_BENCH_PROFILE === name ? ['--cpu-prof', '--cpu-prof-dir=' + path.join(os.tmpdir(), 'proxy-bench-prof')] : [];
+    targets.push(plainTarget('direct', 'direct', upUrl, upstream.proc.pid!));
+    const floor = await startRole('floor', 'floor', CORES.proxy, env, prof('floor'));
+    children.push(floor);
+    targets.push(plainTarget('floor', 'Node floor', floor.info.url!, floor.proc.pid!));
+    if (NGINX) {
+      const nginx = await startNginx(upUrl, CORES.proxy);
+      children.push(nginx);
+      targets.push(plainTarget('nginx', 'nginx', nginx.info.url!, nginx.proc.pid!));
+    }
+    const sqlite = await startRole('cs_sqlite', 'countersign', CORES.proxy, env, prof('cs_sqlite'));
+    children.push(sqlite);
+    targets.push(countersignTarget('cs_sqlite', 'Countersign SQLite', sqlite, upUrl));
+    if (process.env.DATABASE_URL) {
+      const db = await freshDatabase(process.env.DATABASE_URL);
+      drops.push(db.drop);
+      const pgChild = await startRole('cs_pg', 'countersign', CORES.proxy, { ...env, PROXY_BENCH_DATABASE_URL: db.url }, prof('cs_pg'));
+      children.push(pgChild);
+      targets.push(countersignTarget('cs_pg', 'Countersign PostgreSQL', pgChild, upUrl));
+    }
+    process.stdout.write(
+      `targets: ${targets.map((t) => t.name).join(', ')}; ${CAN_PIN ? `proxies pinned to core ${CORES.proxy}, upstream and load generator to core ${CORES.load}` : 'taskset missing: NOT pinned'}; door ${DOOR}; ${ROUNDS} round(s)${QUICK ? '; QUICK smoke run' : ''}\n`,
+    );
+    sampler = setInterval(() => {
+      for (const t of targets) if (t.walFile) walPeak.set(t.name, Math.max(walPeak.get(t.name) ?? 0, fileSize(t.walFile)));
+    }, 200);
 
-    for (const rate of [200, 1000]) {
-      // Warm each path up at the rate about to be measured: a step up in rate makes both pools
-      // open connections and the JIT see new shapes, a one-off transient (tens of ms for the
-      // first half second) that is not the steady-state overhead this scenario reports.
-      await fixedRate(json.direct, rate, 2);
-      await fixedRate(json.proxied, rate, 2);
-      const d = await fixedRate(json.direct, rate, RATE_SECONDS);
-      const p = await fixedRate(json.proxied, rate, RATE_SECONDS);
-      out[`json_${rate}rps`] = {
-        requests: p.total.length,
-        errors: d.errors + p.errors,
-        direct_p50_ms: ms(pct(d.total, 50)),
-        proxied_p50_ms: ms(pct(p.total, 50)),
-        added_p50_ms: ms(pct(p.total, 50) - pct(d.total, 50)),
-        direct_p99_ms: ms(pct(d.total, 99)),
-        proxied_p99_ms: ms(pct(p.total, 99)),
-        added_p99_ms: ms(pct(p.total, 99) - pct(d.total, 99)),
-        ttfb_added_p50_ms: ms(pct(p.ttfb, 50) - pct(d.ttfb, 50)),
-        ttfb_added_p99_ms: ms(pct(p.ttfb, 99) - pct(d.ttfb, 99)),
-      };
+    // JIT, pools, SQLite pages: every path once at a moderate rate.
+    for (const t of targets) await openLoop(t.pool, t.json, 500, WARM_S);
+
+    const perRound = new Map<string, { rates: Record<string, RateFigures>[]; sat: SaturationFigures[] }>(
+      targets.map((t) => [t.name, { rates: [], sat: [] }]),
+    );
+    for (let round = 0; round < ROUNDS; round++) {
+      const rates: Record<string, Record<string, RateFigures>> = Object.fromEntries(targets.map((t) => [t.name, {}]));
+      for (const rate of RATES) {
+        const step: Record<string, Omit<RateFigures, 'added_p50_ms' | 'added_p99_ms'>> = {};
+        for (const t of targets) step[t.name] = await rateStep(t, rate);
+        const d = step.direct!;
+        for (const t of targets) {
+          const s = step[t.name]!;
+          rates[t.name]![String(rate)] = { ...s, added_p50_ms: s.p50_ms - d.p50_ms, added_p99_ms: s.p99_ms - d.p99_ms };
+        }
+        process.stdout.write(`  round ${round + 1}, ${rate} req/s done\n`);
+      }
+      for (const t of targets) {
+        perRound.get(t.name)!.rates.push(rates[t.name]!);
+        perRound.get(t.name)!.sat.push(await saturationStep(t));
+      }
     }
 
-    // CPU per call is far less sensitive than latency to other load on the machine: it is what a
-    // core can do, so it bounds throughput whatever else runs.
-    const upPid = upstream.proc.pid!;
-    const srvPid = server.proc.pid!;
-    let cpu0 = cpuSeconds(upPid);
-    let t0 = performance.now();
-    const directRps = await saturate(json.direct, 64, RATE_SECONDS);
-    const directCpuUs = ((cpuSeconds(upPid) - cpu0) / (directRps * ((performance.now() - t0) / 1000))) * 1e6;
-    cpu0 = cpuSeconds(srvPid);
-    const upCpu0 = cpuSeconds(upPid);
-    t0 = performance.now();
-    const proxiedRps = await saturate(json.proxied, 64, RATE_SECONDS);
-    const calls = proxiedRps * ((performance.now() - t0) / 1000);
-    const serverCpuUs = ((cpuSeconds(srvPid) - cpu0) / calls) * 1e6;
-    const upCpuUs = ((cpuSeconds(upPid) - upCpu0) / calls) * 1e6;
-    out.json_saturation = {
-      direct_rps: Math.round(directRps),
-      proxied_rps: Math.round(proxiedRps),
-      throughput_ratio: ms(proxiedRps / directRps),
-      upstream_cpu_us_per_call: Math.round(directCpuUs),
-      proxy_server_cpu_us_per_call: Math.round(serverCpuUs),
-      upstream_cpu_us_per_proxied_call: Math.round(upCpuUs),
-      proxy_calls_per_cpu_second: Math.round(1e6 / serverCpuUs),
+    // SSE, one stream at a time, targets interleaved stream by stream.
+    const sse = new Map<string, SseFigures>();
+    const sseRaw = new Map<string, Awaited<ReturnType<typeof sseRuns>>[]>(targets.map((t) => [t.name, []]));
+    for (let i = 0; i < SSE_RUNS; i++) for (const t of targets) sseRaw.get(t.name)!.push(await sseRuns(t.pool, t.sse, 1));
+    const merged = (name: string) => {
+      const runs = sseRaw.get(name)!;
+      const first = runs[0]!.first;
+      const whole = runs[0]!.whole;
+      for (const r of runs.slice(1)) {
+        first.add(r.first);
+        whole.add(r.whole);
+      }
+      return { first, whole, errors: runs.reduce((n, r) => n + r.errors, 0) };
     };
-
-    // One call at a time: no queueing, so the difference is the proxy's own path.
-    const seq = async (call: Caller, n: number) => {
-      const total: number[] = [];
-      for (let i = 0; i < n; i++) total.push((await call())[1]);
-      return total.sort((a, b) => a - b);
-    };
-    const sd = await seq(json.direct, 1000);
-    const sp = await seq(json.proxied, 1000);
-    out.json_sequential = {
-      direct_p50_ms: ms(pct(sd, 50)),
-      proxied_p50_ms: ms(pct(sp, 50)),
-      added_min_ms: ms(sp[0]! - sd[0]!),
-      added_p50_ms: ms(pct(sp, 50) - pct(sd, 50)),
-      added_p99_ms: ms(pct(sp, 99) - pct(sd, 99)),
-    };
-
-    const sseRuns = 40;
-    const ssed: Array<[number, number]> = [];
-    const ssep: Array<[number, number]> = [];
-    for (let i = 0; i < sseRuns; i++) {
-      ssed.push(await sse(direct, '/sse?n=200', {}, undefined));
-      ssep.push(await sse(proxied, '/v1/proxy', proxyHeaders, proxyBody('/sse?n=200')));
+    const directSse = merged('direct');
+    for (const t of targets) {
+      const m = t.name === 'direct' ? directSse : merged(t.name);
+      sse.set(t.name, {
+        runs: SSE_RUNS,
+        errors: m.errors,
+        first_p50_ms: pctMs(m.first, 50),
+        first_p99_ms: pctMs(m.first, 99),
+        first_added_p50_ms: Math.round((pctMs(m.first, 50) - pctMs(directSse.first, 50)) * 1000) / 1000,
+        first_added_p99_ms: Math.round((pctMs(m.first, 99) - pctMs(directSse.first, 99)) * 1000) / 1000,
+        whole_added_p50_ms: Math.round((pctMs(m.whole, 50) - pctMs(directSse.whole, 50)) * 1000) / 1000,
+      });
     }
-    const col = (runs: Array<[number, number]>, i: 0 | 1) => runs.map((r) => r[i]).sort((a, b) => a - b);
-    out.sse_200_events = {
-      runs: sseRuns,
-      first_event_direct_p50_ms: ms(pct(col(ssed, 0), 50)),
-      first_event_proxied_p50_ms: ms(pct(col(ssep, 0), 50)),
-      first_event_added_min_ms: ms(col(ssep, 0)[0]! - col(ssed, 0)[0]!),
-      first_event_added_p50_ms: ms(pct(col(ssep, 0), 50) - pct(col(ssed, 0), 50)),
-      first_event_added_p99_ms: ms(pct(col(ssep, 0), 99) - pct(col(ssed, 0), 99)),
-      whole_stream_added_p50_ms: ms(pct(col(ssep, 1), 50) - pct(col(ssed, 1), 50)),
-    };
 
-    const pid = srvPid;
-    const memory = async (bytes: number, times: number) => {
-      const before = rssBytes(pid);
-      let peak = before;
-      const sampler = setInterval(() => (peak = Math.max(peak, rssBytes(pid))), 5);
-      const t0 = performance.now();
-      for (let i = 0; i < times; i++) await caller(proxied, '/v1/proxy', proxyHeaders, proxyBody(`/big?bytes=${bytes}`))();
-      const seconds = (performance.now() - t0) / 1000;
-      clearInterval(sampler);
-      return {
-        rssBeforeMiB: before / 2 ** 20,
-        peakGrowthMiB: (peak - before) / 2 ** 20,
-        mibPerSecond: (bytes * times) / 2 ** 20 / seconds,
+    const figures: Record<string, TargetFigures> = {};
+    for (const t of targets) {
+      const rounds = perRound.get(t.name)!;
+      const f: TargetFigures = {
+        label: t.label,
+        rates: Object.fromEntries(RATES.map((r) => [String(r), medianOf(rounds.rates.map((x) => x[String(r)]!))])),
+        saturation: medianOf(rounds.sat),
+        sse: sse.get(t.name)!,
       };
+      if (t.walFile) {
+        const end = fileSize(t.walFile);
+        await new Promise((r) => setTimeout(r, 2000));
+        const mib = (b: number) => Math.round((b / 2 ** 20) * 10) / 10;
+        f.wal = {
+          peak_mib: mib(Math.max(walPeak.get(t.name) ?? 0, end)),
+          end_mib: mib(end),
+          after_idle_mib: mib(fileSize(t.walFile)),
+          db_mib: mib(fileSize(t.walFile.replace(/-wal$/, ''))),
+        };
+      }
+      figures[t.name] = f;
+    }
+    out.targets = figures;
+    out.ratio_to_node_floor = ratios(figures, 'floor');
+    if (figures.nginx) out.ratio_to_nginx = ratios(figures, 'nginx');
+    out.method = {
+      rates: RATES,
+      measure_seconds: MEASURE_S,
+      warm_seconds: WARM_S,
+      saturation_connections: CONNECTIONS,
+      saturation_seconds: SAT_S,
+      sse_runs: SSE_RUNS,
+      rounds: ROUNDS,
+      door: DOOR,
+      quick: QUICK,
+      pinned: CAN_PIN ? { proxies: CORES.proxy, load_and_upstream: CORES.load } : false,
     };
-    // Above 2 MB the record keeps a 2 MB capture whatever the size, so flat memory means the
-    // 20 MB body grows the server no more than a 3 MB one does.
-    const small = await memory(200 * 1024, 5);
-    const capped = await memory(3 * 1024 * 1024, 5);
-    const big = await memory(20 * 1024 * 1024, 5);
-    t0 = performance.now();
-    for (let i = 0; i < 5; i++) await caller(direct, `/big?bytes=${20 * 1024 * 1024}`, {}, undefined)();
-    const directMiBs = (5 * 20) / ((performance.now() - t0) / 1000);
-    out.body_20mb = {
-      server_rss_before_mib: ms(big.rssBeforeMiB),
-      peak_rss_growth_200kb_mib: ms(small.peakGrowthMiB),
-      peak_rss_growth_3mb_mib: ms(capped.peakGrowthMiB),
-      peak_rss_growth_20mb_mib: ms(big.peakGrowthMiB),
-      proxied_mib_per_s: ms(big.mibPerSecond),
-      direct_mib_per_s: ms(directMiBs),
-    };
-    out.machine = { cpus: os.cpus().length, load_1min_before: ms(loadBefore), load_1min_after: ms(os.loadavg()[0]!) };
+    out.machine = { cpus: os.cpus().length, load_1min_before: loadBefore, load_1min_after: os.loadavg()[0]! };
+
+    process.stdout.write('\n' + table(figures, RATES, CONNECTIONS) + '\n\n');
+    process.stdout.write(ratioLines(out.ratio_to_node_floor as Record<string, Record<string, number>>, 'Node floor') + '\n');
+    if (out.ratio_to_nginx) process.stdout.write(ratioLines(out.ratio_to_nginx as Record<string, Record<string, number>>, 'nginx') + '\n');
+    process.stdout.write(`(1-minute load before ${loadBefore.toFixed(2)}, after ${os.loadavg()[0]!.toFixed(2)})\n`);
   } finally {
-    await direct.close();
-    await proxied.close();
-    server.proc.kill('SIGTERM');
-    upstream.proc.kill('SIGTERM');
-  }
-
-  for (const [name, figures] of Object.entries(out)) {
-    process.stdout.write(`\n${name}\n`);
-    for (const [k, v] of Object.entries(figures as Record<string, unknown>)) process.stdout.write(`  ${k.padEnd(30)} ${String(v)}\n`);
+    if (sampler) clearInterval(sampler);
+    await Promise.all(targets.map((t) => t.pool.close().catch(() => undefined)));
+    for (const c of children.reverse()) await c.stop().catch(() => undefined);
+    for (const drop of drops) await drop().catch(() => undefined);
   }
   return out;
 }
 
-if (ROLE === undefined && process.argv[1] === self) {
+if (process.argv[1] && fs.realpathSync(process.argv[1]) === fs.realpathSync(new URL(import.meta.url).pathname)) {
   await proxyBench();
   process.exit(0);
 }

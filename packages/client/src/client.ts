@@ -35,7 +35,7 @@ import { ClientError } from './errors.js';
 import { applyFieldPolicies } from './references.js';
 import { LogReader, type LogReaderOptions } from './reader.js';
 import { collectTelemetry } from './telemetry.js';
-import { verifyProofReport, type VerifyProofOptions } from './verify.js';
+import { configureTrust, verifyProofReport, type ProofTrustConfig, type VerifyProofOptions } from './verify.js';
 import { callProxy, type ProxyRequest, type ProxyResult } from './proxy.js';
 
 /** Options of {@link ServiceClient.shutdown}. */
@@ -316,15 +316,30 @@ export class ServiceClient {
   }
 
   /**
+   * Sets the process-wide trust of {@link ServiceClient.verifyProof}: the TSA roots and ledger
+   * key you pinned (and optionally a ledger URL to ask). `null` clears it. Without it (and
+   * without `COUNTERSIGN_TSA_ROOTS` / `COUNTERSIGN_LEDGER_KEY`), verification needs trust in
+   * each call's options.
+   * @throws ClientError `invalid_config` when `tsaRoots` is missing.
+   */
+  static configureTrust(trust: ProofTrustConfig | null): void {
+    configureTrust(trust);
+  }
+
+  /**
    * Verifies a proof receipt (spec 4.5) against a decrypted log payload through core's verifier:
    * payload hash, Merkle path, RFC 3161 timestamp against your trust roots, and the ledger entry
-   * (fetched from the receipt's ledger URL unless `offline`). True when the log is unaltered.
+   * (fetched from the receipt's ledger URL unless `offline`). True when the log is unaltered,
+   * false when any step fails. Trust comes from `options`, else {@link ServiceClient.configureTrust},
+   * else `COUNTERSIGN_TSA_ROOTS` / `COUNTERSIGN_LEDGER_KEY` / `COUNTERSIGN_LEDGER_URL`.
+   * @throws ClientError `trust_not_configured` when none of them gives the TSA roots (and, unless
+   * `offline`, the ledger key): an unchecked receipt is not an altered one.
    */
   static async verifyProof(decryptedLogPayload: unknown, proofReceipt: unknown, options?: VerifyProofOptions): Promise<boolean> {
     return (await verifyProofReport(decryptedLogPayload, proofReceipt, options)).ok;
   }
 
-  /** Like {@link ServiceClient.verifyProof}, returning core's step-by-step report. */
+  /** Like {@link ServiceClient.verifyProof}, returning core's step-by-step report (and throwing the same way). */
   static verifyProofReport(
     decryptedLogPayload: unknown,
     proofReceipt: unknown,

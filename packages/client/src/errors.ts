@@ -10,7 +10,8 @@ export type ClientErrorCode =
   | 'embed_token_unavailable'
   | 'reference_store_failed'
   | 'request_failed'
-  | 'decryption_failed';
+  | 'decryption_failed'
+  | 'trust_not_configured';
 
 /** Error thrown by `@countersign/client`. `code` is stable; `message` says what to do. */
 export class ClientError extends Error {

@@ -67,6 +67,6 @@ export {
 } from './telemetry.js';
 export { currentAgentContext, type AgentRunOptions, type AgentContext } from './agent-context.js';
 export { EMBED_TOKEN_AUDIENCE, DEFAULT_EMBED_TOKEN_SECONDS, MAX_EMBED_TOKEN_SECONDS, type EmbedTokenClaims } from './embed.js';
-export { type VerifyProofOptions } from './verify.js';
+export { type VerifyProofOptions, type ProofTrustConfig } from './verify.js';
 export { LogReader, type LogReaderOptions, type LogFilter, type ReadLog } from './reader.js';
 export { type ProxyRequest, type ProxyResult } from './proxy.js';

@@ -1,9 +1,11 @@
 /**
  * `LogReader`: the read API with a `key_live_` key or an embed token, decrypting with a keyring.
  * `GET /v1/projects/{projectId}/logs` (filters, cursor), `…/logs/{logId}`, `…/logs/{logId}/proof`,
- * `…/traces/{traceId}` and `…/events`.
+ * `…/traces/{traceId}` and `…/events`. List and trace pages carry payloads only when asked
+ * (`include=payload`), and the server ends such a page early at its payload budget: the reader
+ * asks for them (it exists to open them) and follows the cursors.
  */
-import type { Envelope, LogEntry, LogListFilter, SecurityEvent } from '@countersign/core';
+import type { Envelope, LogEntry, LogListEntry, LogListFilter, SecurityEvent } from '@countersign/core';
 import { ClientError } from './errors.js';
 
 /** Options of {@link LogReader}. */
@@ -20,8 +22,8 @@ export interface LogReaderOptions {
   requestTimeoutMs?: number;
 }
 
-/** Filters of {@link LogReader.listLogs} (the wire shape is core's). */
-export type LogFilter = LogListFilter;
+/** Filters of {@link LogReader.listLogs} (the wire shape is core's; the reader always asks for payloads). */
+export type LogFilter = Omit<LogListFilter, 'include'>;
 
 /** A log with its opened payload (`decryptedPayload`), or `decryptError` when this keyring cannot open it. */
 export type ReadLog = LogEntry & { decryptedPayload?: Record<string, unknown>; decryptError?: string };
@@ -52,7 +54,11 @@ export class LogReader {
     return body;
   }
 
-  async #open(entry: LogEntry): Promise<ReadLog> {
+  async #open(listed: LogListEntry): Promise<ReadLog> {
+    // A page entry without its envelope (a server that left it out): read that one log whole.
+    const entry: LogEntry = listed.payload
+      ? (listed as LogEntry)
+      : (await this.#get<{ log: LogEntry }>(`/logs/${encodeURIComponent(listed.id)}`)).log;
     try {
       return { ...entry, decryptedPayload: await this.#o.decrypt(entry.payload, entry.id) };
     } catch (e) {
@@ -63,8 +69,9 @@ export class LogReader {
   /** One page of logs, newest first, opened. */
   async listLogs(filter: LogFilter = {}): Promise<{ logs: ReadLog[]; nextCursor: string | null }> {
     const q = new URLSearchParams();
-    for (const [k, v] of Object.entries(filter)) if (v !== undefined) q.set(k, String(v));
-    const body = await this.#get<{ logs: LogEntry[]; nextCursor: string | null }>(`/logs${q.size ? '?' + q.toString() : ''}`);
+    for (const [k, v] of Object.entries(filter)) if (v !== undefined && k !== 'include') q.set(k, String(v));
+    q.set('include', 'payload');
+    const body = await this.#get<{ logs: LogListEntry[]; nextCursor: string | null }>(`/logs?${q.toString()}`);
     return { logs: await Promise.all(body.logs.map((l) => this.#open(l))), nextCursor: body.nextCursor };
   }
 
@@ -84,10 +91,18 @@ export class LogReader {
     return this.#open(body.log);
   }
 
-  /** A trace's logs, oldest first, opened. */
+  /** A trace's logs, oldest first, opened (every page of it). */
   async getTrace(traceId: string): Promise<ReadLog[]> {
-    const body = await this.#get<{ logs: LogEntry[] }>(`/traces/${encodeURIComponent(traceId)}`);
-    return Promise.all(body.logs.map((l) => this.#open(l)));
+    const out: ReadLog[] = [];
+    let cursor: string | null = null;
+    do {
+      const q = new URLSearchParams({ include: 'payload' });
+      if (cursor) q.set('cursor', cursor);
+      const body: { logs: LogListEntry[]; nextCursor?: string | null } = await this.#get(`/traces/${encodeURIComponent(traceId)}?${q}`);
+      out.push(...(await Promise.all(body.logs.map((l) => this.#open(l)))));
+      cursor = body.nextCursor ?? null;
+    } while (cursor);
+    return out;
   }
 
   /** The proof endpoint's answer for a log (receipt, or a pending status). */

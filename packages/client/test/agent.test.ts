@@ -59,7 +59,8 @@ for (const storeKind of STORES) {
       assert.equal(event.reason, 'credential_handover');
       assert.equal(event.credentialClass, 'human');
       assert.ok(event.agentHeaders.includes('x-agent-rationale'));
-      assert.ok(event.agentHeaders.includes('x-service-agent-id'));
+      // X-Service-Agent-ID is the actor label, not agent context (core handover.ts).
+      assert.equal(event.agentHeaders.includes('x-service-agent-id'), false);
       await c.shutdown();
     });
 

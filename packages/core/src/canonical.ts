@@ -10,14 +10,41 @@ import { CoreError } from './errors.js';
 import { utf8 } from './encoding.js';
 
 /**
+ * The nesting limit for every JSON input of the service: arrays and objects at most this deep
+ * (a scalar document has depth 0, `[]` has depth 1). Inputs are checked against it on their bytes
+ * (see `inspectJson`) before anything parses them into objects.
+ */
+export const MAX_JSON_DEPTH = 256;
+
+/**
+ * The nesting limit of {@link canonicalize}: {@link MAX_JSON_DEPTH} plus room for the records
+ * the service wraps around an input (a proxy payload holds a request body three levels down).
+ * Beyond it canonicalization refuses instead of recursing into a stack overflow.
+ */
+export const MAX_CANONICAL_DEPTH = MAX_JSON_DEPTH + 64;
+
+/**
  * Canonical JSON text of `value` (RFC 8785).
  *
  * Follows `JSON.stringify` semantics for what is representable (`toJSON` is honoured,
  * `undefined` members are dropped, `undefined` in arrays becomes `null`).
- * @throws CoreError `invalid_json` for non-finite numbers, BigInt, or cyclic structures.
+ * Runs in time linear in the size of `value`, whatever its shape.
+ * @param options.maxDepth - deepest nesting of arrays/objects accepted (default {@link MAX_CANONICAL_DEPTH});
+ *   serialization recurses once per level, so a limit of many thousands can overflow the stack.
+ * @throws CoreError `invalid_json` for non-finite numbers, BigInt, cyclic structures, or nesting
+ *   deeper than `maxDepth`.
  */
-export function canonicalize(value: unknown): string {
-  return serialize(value, []);
+export function canonicalize(value: unknown, options?: { maxDepth?: number }): string {
+  const maxDepth = options?.maxDepth ?? MAX_CANONICAL_DEPTH;
+  const path: object[] = [];
+  try {
+    return serialize(value, 0, maxDepth, path);
+  } catch (e) {
+    if (e !== tooDeep) throw e;
+    // A cycle also ends here (it is infinitely deep): `path` holds the chain that ran too deep.
+    const cyclic = new Set(path).size < path.length;
+    throw new CoreError('invalid_json', cyclic ? 'cannot canonicalize a cyclic structure' : `JSON nested deeper than ${maxDepth} levels`);
+  }
 }
 
 /** UTF-8 bytes of {@link canonicalize}. */
@@ -38,11 +65,15 @@ function quoteKey(key: string): string {
   return '"' + key + '"';
 }
 
+/** Thrown inside {@link serialize} when nesting passes the limit; {@link canonicalize} explains it. */
+const tooDeep = new Error('too deep');
+
 /**
- * `ancestors` holds the objects on the path from the root (a cycle is an ancestor met again);
- * payloads are shallow, so a linear scan is cheaper than a Set.
+ * `depth` counts the arrays/objects open above `value`, and `path[d]` is the one open at depth
+ * `d` (a store per node, no scan: scanning the ancestors for cycles made deep inputs quadratic).
+ * A cycle runs past `maxDepth` like any over-deep structure; the caller tells them apart.
  */
-function serialize(value: unknown, ancestors: object[]): string {
+function serialize(value: unknown, depth: number, maxDepth: number, path: object[]): string {
   if (value !== null && typeof value === 'object' && typeof (value as { toJSON?: unknown }).toJSON === 'function') {
     value = (value as { toJSON: () => unknown }).toJSON();
   }
@@ -57,17 +88,16 @@ function serialize(value: unknown, ancestors: object[]): string {
       return JSON.stringify(value);
     case 'object': {
       if (value === null) return 'null';
-      for (let i = 0; i < ancestors.length; i++) {
-        if (ancestors[i] === value) throw new CoreError('invalid_json', 'cannot canonicalize a cyclic structure');
-      }
-      ancestors.push(value);
+      if (depth === maxDepth) throw tooDeep;
+      path[depth] = value;
+      const below = depth + 1;
       let out: string;
       if (Array.isArray(value)) {
         out = '[';
         for (let i = 0; i < value.length; i++) {
           const v: unknown = value[i];
           if (i > 0) out += ',';
-          out += v === undefined || typeof v === 'function' ? 'null' : serialize(v, ancestors);
+          out += v === undefined || typeof v === 'function' ? 'null' : serialize(v, below, maxDepth, path);
         }
         out += ']';
       } else {
@@ -82,11 +112,10 @@ function serialize(value: unknown, ancestors: object[]): string {
           if (v === undefined || typeof v === 'function' || typeof v === 'symbol') continue;
           if (!first) out += ',';
           first = false;
-          out += quoteKey(key) + ':' + serialize(v, ancestors);
+          out += quoteKey(key) + ':' + serialize(v, below, maxDepth, path);
         }
         out += '}';
       }
-      ancestors.pop();
       return out;
     }
     case 'bigint':

@@ -43,12 +43,76 @@ const SYNC_LIMIT_BYTES = 256 * 1024;
 /** Raw key bytes, kept beside each derived key for the synchronous path and never exported. */
 const rawKeys = new WeakMap<EnvelopeKey, Uint8Array>();
 
+/**
+ * Derived keys, cached because the proxy derives the same caller key on every request (a
+ * WebCrypto import is a round trip through the thread pool). What is held, and for how long
+ * (SECURITY.md, "Customer encryption keys"):
+ * - never the key string: an entry is found by SHA-256 of the key string after a random
+ *   per-process salt, a one-way value that is no use outside this process;
+ * - the derived key (the CryptoKey, and its raw bytes for the synchronous path) for at most
+ *   {@link ENVELOPE_KEY_CACHE_MS} after it was derived, whether used meanwhile or not; a timer
+ *   drops expired entries even when no request comes;
+ * - at most 256 entries (the oldest goes first).
+ */
+export const ENVELOPE_KEY_CACHE_MS = 60_000;
 const MAX_CACHED_KEYS = 256;
-const keyCache = new Map<string, Promise<EnvelopeKey>>();
+const keyCache = new Map<string, { key: Promise<EnvelopeKey>; expiresAt: number }>();
+/** Salt of the cache's lookup hashes (one SHA-256 per lookup: a hit costs about 2 µs). */
+const cacheSalt = randomBytes(32);
+let cacheTtlMs = ENVELOPE_KEY_CACHE_MS;
+let sweepTimer: ReturnType<typeof setTimeout> | undefined;
+
+const monotonicNow = (): number => globalThis.performance.now();
+
+/** Drops expired entries: the map is in derivation order and every entry lives as long, so the expired ones lead. */
+function sweepKeyCache(now: number): void {
+  for (const [fingerprint, entry] of keyCache) {
+    if (entry.expiresAt > now) break;
+    keyCache.delete(fingerprint);
+  }
+}
+
+/** Arms one timer for the oldest entry's expiry, so an idle process forgets keys too. */
+function armSweep(): void {
+  if (sweepTimer !== undefined || keyCache.size === 0) return;
+  const oldest = keyCache.values().next().value!;
+  sweepTimer = setTimeout(
+    () => {
+      sweepTimer = undefined;
+      sweepKeyCache(monotonicNow());
+      armSweep();
+    },
+    Math.max(0, oldest.expiresAt - monotonicNow()) + 1,
+  );
+  // Node: the timer must not keep a process alive.
+  (sweepTimer as { unref?: () => void }).unref?.();
+}
 
 /**
- * Derives the envelope key from a key string (SHA-256 of its UTF-8 bytes). Results are cached
- * (bounded) because the proxy derives the same caller key on every request.
+ * Sets the derived-key cache lifetime in ms (0 = no cache: every call derives afresh) and drops
+ * what the new lifetime no longer allows. For embedding programs and tests; the default is
+ * {@link ENVELOPE_KEY_CACHE_MS}.
+ */
+export function setEnvelopeKeyCacheTtl(ms: number): void {
+  if (!Number.isFinite(ms) || ms < 0) throw new CoreError('invalid_key', 'the key cache lifetime must be a number of ms >= 0');
+  cacheTtlMs = ms;
+  const now = monotonicNow();
+  for (const entry of keyCache.values()) entry.expiresAt = Math.min(entry.expiresAt, now + ms);
+  sweepKeyCache(now);
+  if (sweepTimer !== undefined) clearTimeout(sweepTimer);
+  sweepTimer = undefined;
+  armSweep();
+}
+
+/** How many derived keys the cache holds now (operations and tests). */
+export function envelopeKeyCacheSize(): number {
+  sweepKeyCache(monotonicNow());
+  return keyCache.size;
+}
+
+/**
+ * Derives the envelope key from a key string (SHA-256 of its UTF-8 bytes). Derived keys are
+ * cached for a short time, never the key string (see {@link ENVELOPE_KEY_CACHE_MS}).
  * @param keyString the secret as the caller gave it (non-empty).
  * @param kid optional keyring id; otherwise the fingerprint id.
  * @throws CoreError `invalid_key` on an empty key string.
@@ -57,9 +121,12 @@ export function deriveEnvelopeKey(keyString: string, kid?: string): Promise<Enve
   if (typeof keyString !== 'string' || keyString.length === 0) {
     return Promise.reject(new CoreError('invalid_key', 'encryption key must be a non-empty string'));
   }
-  const cacheKey = (kid ?? '') + '\u0000' + keyString;
+  const lookup = toHex(sha256(concatBytes(cacheSalt, utf8(keyString))));
+  const cacheKey = kid === undefined ? lookup : lookup + '\u0000' + kid;
+  const now = monotonicNow();
+  sweepKeyCache(now);
   const hit = keyCache.get(cacheKey);
-  if (hit) return hit;
+  if (hit) return hit.key;
   const raw = sha256(keyString);
   const id = kid ?? 'sha256:' + toHex(sha256(raw)).slice(0, 16);
   const made = globalThis.crypto.subtle
@@ -69,8 +136,11 @@ export function deriveEnvelopeKey(keyString: string, kid?: string): Promise<Enve
       rawKeys.set(key, raw);
       return key;
     });
-  if (keyCache.size >= MAX_CACHED_KEYS) keyCache.delete(keyCache.keys().next().value as string);
-  keyCache.set(cacheKey, made);
+  if (cacheTtlMs > 0) {
+    if (keyCache.size >= MAX_CACHED_KEYS) keyCache.delete(keyCache.keys().next().value as string);
+    keyCache.set(cacheKey, { key: made, expiresAt: now + cacheTtlMs });
+    armSweep();
+  }
   return made;
 }
 

@@ -6,15 +6,19 @@
 import type { CredentialClass } from './keys.js';
 
 /**
- * Names (lower-case) of the headers that show agent context: any `X-Agent-*` header
- * (including `X-Agent-Rationale`), or `X-Service-Agent-ID`. Underscore spellings count too,
- * because some proxies rewrite dashes.
+ * Names (lower-case) of the headers that show agent context: the `X-Agent-*` headers
+ * (including `X-Agent-Rationale`). Underscore spellings count too, because some proxies
+ * rewrite dashes.
+ *
+ * `X-Service-Agent-ID` is NOT agent context: it is the actor label, which a human's CLI or
+ * script may set as well ("deploy-bot", "alice"). Handover is a human key with agent context,
+ * the same rule on every path (`/v1/log`, `/v1/proxy`, forward mode) and in the client library.
  */
 export function agentContextHeaders(headerNames: Iterable<string>): string[] {
   const found: string[] = [];
   for (const raw of headerNames) {
     const name = raw.toLowerCase().replace(/_/g, '-');
-    if (name.startsWith('x-agent-') || name === 'x-service-agent-id') found.push(name);
+    if (name.startsWith('x-agent-')) found.push(name);
   }
   return found.sort();
 }

@@ -9,6 +9,7 @@ export * from './errors.js';
 export * from './encoding.js';
 export * from './hash.js';
 export * from './canonical.js';
+export * from './json-text.js';
 export * from './payload.js';
 export * from './envelope.js';
 export * from './keys.js';

@@ -35,7 +35,20 @@ export interface LogEntry {
   metadata?: Record<string, unknown>;
   /** When the caller says the event happened (client clock); absent when not given. */
   occurredAt?: string;
+  /** Proxied calls: the upstream's HTTP status, in the clear; absent when no answer arrived. */
+  upstreamStatus?: number;
+  /** Proxied calls: ms from sending upstream to the upstream's response headers. */
+  firstByteMs?: number;
+  /** Proxied calls: ms from receiving the call to its end. */
+  durationMs?: number;
 }
+
+/**
+ * An entry of a log-list or trace page (`GET …/logs`, `GET …/traces/{traceId}`): `payload` is
+ * there only when the page was asked for with `include=payload` (DESIGN §4 "Reading"), and even
+ * then a page ends early once its payload budget is spent. `GET …/logs/{logId}` always has it.
+ */
+export type LogListEntry = Omit<LogEntry, 'payload'> & { payload?: Envelope };
 
 /**
  * One entry of a `POST /v1/log` body. `payload` is either a client-sealed {@link Envelope}
@@ -71,6 +84,8 @@ export interface LogListFilter {
   handover?: boolean;
   limit?: number;
   cursor?: string;
+  /** `payload`: the entries carry their envelopes (a page then ends early at the server's payload budget). */
+  include?: 'payload';
 }
 
 /** A security event (spec 6). */
@@ -96,13 +111,26 @@ export const HEADERS = {
   upstreamAuthorization: 'x-service-upstream-authorization',
   logId: 'x-service-log-id',
   agentRationale: 'x-agent-rationale',
+  /** Forward mode: the Countersign key (Authorization belongs to the upstream there). */
+  serviceKey: 'x-service-key',
+  /** Forward mode: `true` asks for a proof receipt. */
+  requestProof: 'x-service-request-proof',
+  /** Forward mode: the upstream base URL when no upstream name is used. */
+  targetBase: 'x-service-target-base',
 } as const;
 
 /** Default `actor` and `action` of proxied calls (spec 2.2). */
 export const PROXY_DEFAULTS = { actor: 'proxy', action: 'proxy.request' } as const;
 
-/** Client-chosen log ids: 16-128 characters of `A-Z a-z 0-9 _ . : -`, starting with a letter or digit (a UUID fits). */
-export const LOG_ID_PATTERN = '^[A-Za-z0-9][A-Za-z0-9_.:-]{15,127}$';
+/**
+ * The one length limit of ids and labels, in characters: log ids, `actor`, `action`, `traceId`
+ * (body fields, `X-Service-*` headers, list filters, path segments, embed-token scopes). One
+ * limit everywhere, so whatever is accepted on ingest can be read back on every path.
+ */
+export const MAX_ID_LENGTH = 512;
+
+/** Client-chosen log ids: 16-512 characters of `A-Z a-z 0-9 _ . : -`, starting with a letter or digit (a UUID fits). */
+export const LOG_ID_PATTERN = `^[A-Za-z0-9][A-Za-z0-9_.:-]{15,${MAX_ID_LENGTH - 1}}$`;
 
 /** The largest plain `metadata` object, as UTF-8 JSON bytes (it is stored in the clear). */
 export const MAX_METADATA_BYTES = 4096;

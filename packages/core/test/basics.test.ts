@@ -17,6 +17,8 @@ import {
   fromHex,
   fromUtf8,
   generateApiKey,
+  MAX_CANONICAL_DEPTH,
+  MAX_JSON_DEPTH,
   hashApiKey,
   openPayload,
   parseApiKey,
@@ -136,6 +138,34 @@ test('canonical JSON agrees with the plain JCS definition on random documents (o
   assert.throws(() => canonicalize(deep), isCode('invalid_json'));
 });
 
+test('canonical JSON refuses over-deep structures with invalid_json, never a stack overflow', () => {
+  const nest = (depth: number): unknown => {
+    let v: unknown = 1;
+    for (let i = 0; i < depth; i++) v = i % 2 ? { k: v } : [v];
+    return v;
+  };
+  assert.equal(MAX_JSON_DEPTH, 256);
+  // The default leaves room for the records wrapped around a MAX_JSON_DEPTH input.
+  assert.equal(MAX_CANONICAL_DEPTH, MAX_JSON_DEPTH + 64);
+  assert.equal(canonicalize(nest(MAX_CANONICAL_DEPTH)), JSON.stringify(nest(MAX_CANONICAL_DEPTH)));
+  assert.throws(
+    () => canonicalize(nest(MAX_CANONICAL_DEPTH + 1)),
+    (e: unknown) => isCode('invalid_json')(e) && /nested deeper than 320/.test((e as Error).message),
+  );
+  assert.equal(canonicalize([[[]]], { maxDepth: 3 }), '[[[]]]');
+  assert.throws(() => canonicalize([[[]]], { maxDepth: 2 }), isCode('invalid_json'));
+  // 20,000 levels (JSON.parse builds them without recursion): a refusal, not a RangeError.
+  const parsed: unknown = JSON.parse('['.repeat(20_000) + ']'.repeat(20_000));
+  assert.throws(() => canonicalize(parsed), isCode('invalid_json'));
+  // A cycle is still named as one, however long.
+  const ring: Array<Record<string, unknown>> = Array.from({ length: 50 }, () => ({}));
+  ring.forEach((node, i) => (node.next = ring[(i + 1) % ring.length]));
+  assert.throws(
+    () => canonicalize(ring[0]),
+    (e: unknown) => isCode('invalid_json')(e) && /cyclic/.test((e as Error).message),
+  );
+});
+
 test('SHA-256 is the same digest on both sides of the native threshold', () => {
   for (const size of [0, 1, 31, 32, 63, 64, 65, 300, 511, 512, 4096]) {
     const data = new Uint8Array(size).map((_, i) => (i * 7 + size) & 0xff);
@@ -221,10 +251,15 @@ test('credential handover: a human key with agent context, in any header spellin
   assert.deepEqual(agentContextHeaders(['X-Agent-Rationale', 'x_agent_tool', 'X-Service-Agent-ID', 'content-type']), [
     'x-agent-rationale',
     'x-agent-tool',
-    'x-service-agent-id',
   ]);
   assert.equal(detectCredentialHandover('human', ['x-agent-rationale']).detected, true);
-  assert.equal(detectCredentialHandover('human', ['X-SERVICE-AGENT-ID']).detected, true);
+  // X-Service-Agent-ID alone is the actor label a human's CLI may set: not a handover.
+  assert.equal(detectCredentialHandover('human', ['X-SERVICE-AGENT-ID']).detected, false);
+  assert.equal(detectCredentialHandover('human', ['x_service_agent_id', 'x-service-run-id']).detected, false);
+  assert.deepEqual(detectCredentialHandover('human', ['X-Service-Agent-ID', 'X-Agent-Rationale']), {
+    detected: true,
+    agentHeaders: ['x-agent-rationale'],
+  });
   assert.equal(detectCredentialHandover('human', ['x-service-action', 'x-service-run-id']).detected, false);
   assert.equal(detectCredentialHandover('agent', ['x-agent-rationale']).detected, false);
   assert.equal(detectCredentialHandover('service', ['x-agent-rationale']).detected, false);

@@ -3,11 +3,20 @@
  * the Authorization header, errors turned into {@link ApiCallError} with the server's code,
  * message and request id, and the live event stream read with fetch streaming.
  */
-import type { LogEntry as CoreLogEntry, LogListFilter, ProofReceipt, SecurityEvent as CoreSecurityEvent } from '@countersign/core';
+import type {
+  LogEntry as CoreLogEntry,
+  LogListEntry,
+  LogListFilter,
+  ProofReceipt,
+  SecurityEvent as CoreSecurityEvent,
+} from '@countersign/core';
 import { SseParser } from './sse.js';
 
-/** A log entry as read back (core's wire type). */
+/** A log entry as read back whole (core's wire type). */
 export type LogEntry = CoreLogEntry;
+
+/** An entry of the log list: no payload (the list never asks for one; opening a log reads it whole). */
+export type LogRowEntry = LogListEntry;
 
 /** A security event as listed and streamed (core's type plus the store sequence number). */
 export type SecurityEvent = CoreSecurityEvent & { seq: number };
@@ -98,8 +107,8 @@ export class DashboardApi {
     return (await res.json()) as T;
   }
 
-  /** One page of logs, newest first. */
-  listLogs(filters: LogFilters, limit = 50, cursor?: string): Promise<{ logs: LogEntry[]; nextCursor: string | null }> {
+  /** One page of logs, newest first, without payloads (GET …/logs carries none unless asked). */
+  listLogs(filters: LogFilters, limit = 50, cursor?: string): Promise<{ logs: LogRowEntry[]; nextCursor: string | null }> {
     const q = new URLSearchParams();
     for (const [k, v] of Object.entries(filters)) if (v !== undefined && v !== '') q.set(k, String(v));
     q.set('limit', String(limit));
@@ -112,9 +121,23 @@ export class DashboardApi {
     return (await this.#json<{ log: LogEntry }>(this.#projectPath(`/logs/${encodeURIComponent(logId)}`))).log;
   }
 
-  /** Every entry of a trace, oldest first. */
+  /**
+   * Every entry of a trace, oldest first, with payloads (the canvas opens them for span ids):
+   * the server ends a page at its payload budget, so this follows `nextCursor` to the end.
+   */
   async getTrace(traceId: string): Promise<LogEntry[]> {
-    return (await this.#json<{ logs: LogEntry[] }>(this.#projectPath(`/traces/${encodeURIComponent(traceId)}`))).logs;
+    const out: LogEntry[] = [];
+    let cursor: string | null = null;
+    do {
+      const q = new URLSearchParams({ include: 'payload' });
+      if (cursor) q.set('cursor', cursor);
+      const page: { logs: LogEntry[]; nextCursor?: string | null } = await this.#json(
+        this.#projectPath(`/traces/${encodeURIComponent(traceId)}?${q}`),
+      );
+      out.push(...page.logs);
+      cursor = page.nextCursor ?? null;
+    } while (cursor);
+    return out;
   }
 
   /** Stored security events, newest first. */

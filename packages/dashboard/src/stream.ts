@@ -3,7 +3,7 @@
  * entries at the top) and the security events, stored ones first, then live from the SSE stream
  * (reconnecting with Last-Event-ID). Credential handovers are highlighted in both.
  */
-import { ApiCallError, type LogEntry, type LogFilters, type SecurityEvent } from './api.js';
+import { ApiCallError, type LogFilters, type LogRowEntry, type SecurityEvent } from './api.js';
 import type { DashboardContext } from './context.js';
 import { byId, h, shortId, timeCell } from './dom.js';
 import { showError } from './errors.js';
@@ -103,7 +103,7 @@ export class StreamView {
     }
   }
 
-  #row(l: LogEntry): HTMLTableRowElement {
+  #row(l: LogRowEntry): HTMLTableRowElement {
     this.#shown.add(l.id);
     if (l.traceId) this.traceIds.add(l.traceId);
     const trace = l.traceId
@@ -184,6 +184,8 @@ export class StreamView {
   }
 
   #addEvent(e: SecurityEvent, live: boolean): void {
+    // This panel shows handovers; other project events (retention.purged) have no log or actor.
+    if ((e as { type: string }).type !== 'security.policy_violation') return;
     if (this.#events.has(e.id)) return;
     this.#events.add(e.id);
     if (this.#lastEventSeq === undefined || e.seq > this.#lastEventSeq) this.#lastEventSeq = e.seq;

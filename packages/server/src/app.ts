@@ -5,14 +5,20 @@
  */
 import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance } from 'fastify';
 import { pino, type Logger } from 'pino';
-import { randomId } from '@countersign/core';
+import { MAX_ID_LENGTH, randomId } from '@countersign/core';
 import type { ServerConfig } from './config.js';
 import { Store } from './store/index.js';
 import { KeyResolver } from './auth/key-resolver.js';
 import { embedTokenVerifier } from './auth/embed-token.js';
 import { EventHub } from './events/hub.js';
 import { loadMasterKey } from './master-key.js';
-import { installErrorHandling } from './error-handler.js';
+import { describePreparedDataDir, prepareDataDir } from './data-dir.js';
+import { clientErrorHandler, frameworkErrorHandler, installErrorHandling } from './error-handler.js';
+import { installServiceHeaderChecks } from './http/service-headers.js';
+import { strictBodyValidator } from './http/schema-validators.js';
+import { installJsonBodyParser } from './http/json-body.js';
+import { installAdmission } from './http/admission.js';
+import { installConnectionLimits } from './http/connection-limits.js';
 import type { AppContext } from './app-context.js';
 import openapiPlugin from './management/openapi.js';
 import healthPlugin from './management/health.js';
@@ -26,6 +32,10 @@ import proofsPlugin from './proofs/plugin.js';
 import tsaPlugin from './tsa/plugin.js';
 import ledgerPlugin from './ledger/plugin.js';
 import dashboardPlugin from './dashboard/plugin.js';
+import metricsPlugin from './metrics/plugin.js';
+import projectSettingsPlugin from './projects/settings.js';
+import retentionPlugin from './retention/plugin.js';
+import webhooksPlugin from './webhooks/plugin.js';
 
 /** Things a test or embedding program may supply instead of the defaults. */
 export interface AppOverrides {
@@ -45,9 +55,41 @@ export async function buildApp(config: ServerConfig, overrides: AppOverrides = {
       level: config.logLevel,
       redact: ['req.headers.authorization', 'req.headers["x-service-encryption-key"]', 'req.headers["x-service-upstream-authorization"]'],
     });
+  // The data dir holds the SQLite store and/or the master key file: private, or refused (data-dir.ts).
+  if (!config.databaseUrl || !config.masterKey) {
+    const note = describePreparedDataDir(config.dataDir, prepareDataDir(config.dataDir, config.allowSharedDataDir));
+    if (note) logger.warn(note);
+  }
   const store =
-    overrides.store ?? (await Store.open({ dataDir: config.dataDir, databaseUrl: config.databaseUrl, sqliteSync: config.sqliteSync }));
-  const master = loadMasterKey(config.dataDir, config.masterKey);
+    overrides.store ??
+    (await Store.open({
+      dataDir: config.dataDir,
+      databaseUrl: config.databaseUrl,
+      sqliteSync: config.sqliteSync,
+      timeoutMs: config.storeTimeoutMs,
+    }));
+  // A start that fails after the store opened must not leave its writer thread or pool behind
+  // (the process would never exit): close what was opened, then report the cause.
+  const opened: Array<() => Promise<void>> = [];
+  try {
+    return await assemble(config, overrides, logger, store, opened);
+  } catch (err) {
+    for (const task of opened.reverse()) await task().catch(() => undefined);
+    if (!overrides.store) await store.close().catch(() => undefined);
+    throw err;
+  }
+}
+
+async function assemble(
+  config: ServerConfig,
+  overrides: AppOverrides,
+  logger: Logger,
+  store: Store,
+  opened: Array<() => Promise<void>>,
+): Promise<FastifyInstance> {
+  const master = loadMasterKey(config.dataDir, config.masterKey, config.masterKeyPrevious);
+  if (master.keys.previousUntil === null)
+    logger.warn('the previous master key is accepted without an end: set COUNTERSIGN_MASTER_KEY_PREVIOUS_UNTIL, or remove it');
   const now = overrides.now ?? Date.now;
 
   const app = Fastify({
@@ -57,26 +99,41 @@ export async function buildApp(config: ServerConfig, overrides: AppOverrides = {
     requestIdHeader: false,
     // Per-request info lines cost throughput on the hot path; they come back at debug level.
     logController: new LogController({ disableRequestLogging: config.logLevel !== 'debug' && config.logLevel !== 'trace' }),
-    return503OnClosing: true,
+    // Closing answers 503 not_ready in our shape (error-handler.ts), not Fastify's own body.
+    return503OnClosing: false,
     forceCloseConnections: 'idle',
+    // Coercion for querystrings, params and headers (text on the wire); bodies get none
+    // (http/schema-validators.ts).
     ajv: { customOptions: { removeAdditional: false, coerceTypes: 'array', allErrors: false } },
+    schemaController: { compilersFactory: { buildValidator: strictBodyValidator() } },
+    // One limit for ids and labels (core MAX_ID_LENGTH, in code points): a decoded path segment
+    // may take two UTF-16 units per character, so every id accepted on ingest can be read back.
+    routerOptions: { maxParamLength: 2 * MAX_ID_LENGTH },
+    // Errors Fastify and Node answer by themselves, in our shape.
+    frameworkErrors: frameworkErrorHandler,
+    clientErrorHandler,
   });
 
   const ctx: AppContext = {
     config,
     store,
-    keys: new KeyResolver(store, master.key, now, embedTokenVerifier(store, now)),
+    keys: new KeyResolver(store, master.keys, now, embedTokenVerifier(store, now)),
     events: new EventHub(store.notifier),
     masterKey: master.key,
     masterKeyGenerated: master.generated,
     log: logger,
     baseUrl: () => config.publicUrl ?? listeningUrl(app) ?? `http://${bracketed(config.host)}:${config.port}`,
     now,
-    onClose: [],
+    onClose: opened,
   };
   app.decorate('ctx', ctx);
   app.decorateRequest('principal', undefined);
   installErrorHandling(app);
+  installServiceHeaderChecks(app);
+  installJsonBodyParser(app);
+  // Bounded time and memory under hostile clients (issue 8): in-flight admission, timeouts, connection caps.
+  installAdmission(app, config.admission);
+  installConnectionLimits(app.server, config.connections, app.log);
 
   // Long-lived streams (SSE) end before the server waits for connections to drain.
   app.addHook('preClose', async () => ctx.events.close());
@@ -94,13 +151,19 @@ export async function buildApp(config: ServerConfig, overrides: AppOverrides = {
 
   await app.register(openapiPlugin);
   await app.register(healthPlugin);
+  // Before every other plugin: its onResponse hook times the routes they add.
+  await app.register(metricsPlugin);
   await app.register(rateLimitPlugin);
   const roles = config.roles;
   if (roles.has('management')) {
     await app.register(projectsPlugin);
     await app.register(logsPlugin);
     await app.register(eventsPlugin);
+    await app.register(projectSettingsPlugin);
+    await app.register(retentionPlugin);
   }
+  // Routes with `management`; the delivery loop also on `ingest` instances (webhooks/plugin.ts).
+  if (roles.has('management') || roles.has('ingest')) await app.register(webhooksPlugin);
   if (roles.has('ingest')) {
     await app.register(ingestPlugin);
     await app.register(proxyPlugin);

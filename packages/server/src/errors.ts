@@ -13,6 +13,10 @@ export const ERROR_CATALOGUE = {
   },
   invalid_envelope: { status: 400, description: 'An encrypted payload is not a well-formed envelope.' },
   missing_encryption_key: { status: 400, description: 'X-Service-Encryption-Key is required to encrypt a plain payload.' },
+  json_too_deep: {
+    status: 400,
+    description: 'The JSON body nests arrays and objects deeper than 256 levels (MAX_JSON_DEPTH); nothing was recorded or forwarded.',
+  },
   invalid_cursor: { status: 400, description: 'The pagination cursor is not one this server issued.' },
   unsupported_media_type: { status: 415, description: 'Content-Type must be application/json.' },
   missing_api_key: { status: 401, description: 'No Authorization: Bearer <key> header.' },
@@ -23,19 +27,41 @@ export const ERROR_CATALOGUE = {
       'The key class may not call this path (ingest keys cannot read, live keys cannot ingest, only the master key administers).',
   },
   project_forbidden: { status: 403, description: 'The key belongs to another project.' },
+  metrics_forbidden: {
+    status: 403,
+    description: 'GET /metrics from a non-loopback client while COUNTERSIGN_METRICS_TOKEN is unset; set the token and scrape with it.',
+  },
+  too_many_webhooks: { status: 409, description: 'The project already has the most webhooks allowed (20); delete one first.' },
   target_blocked: {
     status: 403,
     description: 'The proxy target is a loopback, private, link-local, metadata or otherwise blocked address.',
   },
   not_found: { status: 404, description: 'No such route or resource in this project.' },
-  idempotency_conflict: { status: 409, description: 'A log with this id already exists with different content.' },
+  unknown_upstream: {
+    status: 404,
+    description: 'Forward mode: no upstream has this name; the message lists the names (presets and COUNTERSIGN_UPSTREAMS).',
+  },
+  request_timeout: { status: 408, description: 'The request (its headers or its body) did not arrive in time.' },
+  idempotency_conflict: { status: 409, description: 'A log with this id already exists in this project with different content.' },
   payload_too_large: { status: 413, description: 'The body is larger than the configured limit, or the batch has too many logs.' },
+  uri_too_long: { status: 414, description: 'A path segment is longer than the server accepts (ids and labels: at most 512 characters).' },
   rate_limited: { status: 429, description: 'Too many requests; retry after the Retry-After seconds.' },
+  key_busy: {
+    status: 429,
+    description:
+      'This key already has as many calls or request bytes in flight as it may (COUNTERSIGN_MAX_INFLIGHT_*_PER_KEY); nothing was read or recorded; retry after the Retry-After seconds.',
+  },
+  headers_too_large: { status: 431, description: 'The request headers are larger than the server accepts.' },
   internal_error: { status: 500, description: 'An unexpected fault; the requestId finds it in the server log.' },
   upstream_unreachable: { status: 502, description: 'The proxy could not connect to the target, or it reset the connection.' },
   upstream_timeout: { status: 504, description: 'The target did not connect, answer or continue in time.' },
   log_store_unavailable: { status: 503, description: 'The store cannot take the record right now; nothing was forwarded or accepted.' },
   not_ready: { status: 503, description: 'The server is starting or shutting down.' },
+  server_busy: {
+    status: 503,
+    description:
+      'The server already has as many calls or request bytes in flight as it may (COUNTERSIGN_MAX_INFLIGHT_BYTES / _CALLS); nothing was read or recorded; retry after the Retry-After seconds.',
+  },
   invalid_ledger_entry: {
     status: 400,
     description: 'A proposed ledger entry is not a hashedrekord this ledger accepts, or its signature does not verify with its public key.',

@@ -98,7 +98,7 @@ for (const store of STORES) {
           { payload: [] },
           { payload: 'text' },
           { payload: {}, actor: '' },
-          { payload: {}, actor: 'x'.repeat(300) },
+          { payload: {}, actor: 'x'.repeat(513) },
           { payload: {}, id: 'short' },
           { payload: {}, id: 'has spaces in it but long enough' },
           { payload: {}, occurredAt: 'yesterday' },
@@ -114,7 +114,7 @@ for (const store of STORES) {
           assertError(r, 400, 'invalid_request');
         }
         assertError(
-          await postLog(t.app, p.agent, { payload: {} }, { 'x-service-encryption-key': KEY, 'x-service-agent-id': 'x'.repeat(300) }),
+          await postLog(t.app, p.agent, { payload: {} }, { 'x-service-encryption-key': KEY, 'x-service-agent-id': 'x'.repeat(513) }),
           400,
           'invalid_request',
         );

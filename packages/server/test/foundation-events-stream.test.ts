@@ -94,7 +94,7 @@ for (const store of STORES) {
       assert.equal(sa.events[0]!.logId, r.json().id);
       assert.equal(sa.events[0]!.projectId, a.projectId);
       // A second event reaches A; B, subscribed all along, got nothing of A's.
-      await postLog(t.app, b.human, { payload: {} }, { 'x-service-encryption-key': KEY, 'x-service-agent-id': 'bot' });
+      await postLog(t.app, b.human, { payload: {} }, { 'x-service-encryption-key': KEY, 'x-agent-run': 'bot' });
       await sb.next(1);
       assert.equal(sb.events.length, 1);
       assert.equal(sb.events[0]!.projectId, b.projectId);

@@ -64,7 +64,9 @@ for (const store of STORES) {
       assert.match(h.treeID, /^\d+$/);
       const cp = verifyCheckpoint(h.signedTreeHead, parsePublicKey(publicKeyPem));
       assert.ok(cp.signatureValid, cp.detail);
-      assert.equal(cp.checkpoint!.origin, `countersign-ledger - ${h.treeID}`);
+      // No public URL here: the checkpoint name is the listen address, the ledger's natural base URL.
+      assert.equal(cp.checkpoint!.origin, `${new URL(ledger.url).host} - ${h.treeID}`);
+      assert.equal(cp.checkpoint!.signatures[0]!.name, new URL(ledger.url).host);
       heads.push(h);
     });
 

@@ -13,7 +13,7 @@ import {
   redactHeaders,
   upstreamRequestHeaders,
 } from '../src/proxy/headers.js';
-import { parseSse, ResponseCapture } from '../src/proxy/capture.js';
+import { parseSse, BodyCapture } from '../src/proxy/capture.js';
 import { canonicalProxyPayload, statusOf, type ProxyPayload } from '../src/proxy/record.js';
 import { OwedOutcomes } from '../src/proxy/owed-outcomes.js';
 import { classifyUpstreamError } from '../src/proxy/upstream.js';
@@ -104,7 +104,7 @@ test('redaction keeps names and hides every credential-looking value', () => {
 });
 
 test('the capture keeps at most its limit, but counts and hashes every byte', () => {
-  const cap = new ResponseCapture(10);
+  const cap = new BodyCapture(10);
   const all = Buffer.from('0123456789abcdefghij');
   cap.add(all.subarray(0, 7));
   cap.add(all.subarray(7, 13));
@@ -117,7 +117,7 @@ test('the capture keeps at most its limit, but counts and hashes every byte', ()
 });
 
 test('a multi-byte character cut by the limit does not turn the capture into base64', () => {
-  const cap = new ResponseCapture(5);
+  const cap = new BodyCapture(5);
   cap.add(Buffer.from('abcd✓✓', 'utf8')); // ✓ is 3 bytes: the limit falls inside the first one
   const body = cap.finish('text/plain', undefined);
   assert.equal(body.bodyText, 'abcd');
@@ -125,19 +125,19 @@ test('a multi-byte character cut by the limit does not turn the capture into bas
 });
 
 test('JSON, text, binary, compressed and empty bodies are recorded in the right form', () => {
-  const json = new ResponseCapture();
+  const json = new BodyCapture();
   json.add(Buffer.from('{"a":[1,2]}'));
   assert.deepEqual(json.finish('application/vnd.api+json', undefined).body, { a: [1, 2] });
-  const badJson = new ResponseCapture();
+  const badJson = new BodyCapture();
   badJson.add(Buffer.from('{nope'));
   assert.equal(badJson.finish('application/json', undefined).bodyText, '{nope');
-  const bin = new ResponseCapture();
+  const bin = new BodyCapture();
   bin.add(Buffer.from([0xff, 0xfe, 0x00]));
   assert.equal(bin.finish('application/octet-stream', undefined).bodyBase64, '//4A');
-  const gz = new ResponseCapture();
+  const gz = new BodyCapture();
   gz.add(Buffer.from('looks like text'));
   assert.equal(gz.finish('application/json', 'gzip').bodyBase64, Buffer.from('looks like text').toString('base64'));
-  const empty = new ResponseCapture().finish('application/json', undefined);
+  const empty = new BodyCapture().finish('application/json', undefined);
   assert.deepEqual(Object.keys(empty).sort(), ['bytes', 'sha256', 'truncated']);
 });
 
@@ -184,7 +184,7 @@ test('a proxy record composed with the request half serialized once is byte for 
     headers: { 'content-type': 'application/json', authorization: '[REDACTED]', 'x-é': ['a', 'b'] },
     body: { prompt: 'hé "quoted" \u2028', n: [1, 2.5, -0, 1e21], nested: { z: null, a: true, '10': 1, '9': 2 } },
   };
-  const base: ProxyPayload = { nonce: 'n'.repeat(32), source: 'proxy', outcome: 'pending', request };
+  const base: ProxyPayload = { nonce: 'n'.repeat(32), source: 'proxy', via: 'proxy', outcome: 'pending', request };
   const variants: ProxyPayload[] = [
     base,
     { ...base, outcome: 'complete', timings: { firstByteMs: 0.5, totalMs: 1.25 } },

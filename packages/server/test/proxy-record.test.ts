@@ -101,7 +101,8 @@ for (const store of STORES) {
       assert.equal(events[0]!.type, 'security.policy_violation');
       assert.equal(events[0]!.reason, 'credential_handover');
       assert.equal(events[0]!.logId, handed.logId);
-      assert.deepEqual(events[0]!.body.agentHeaders, ['x-agent-rationale', 'x-service-agent-id']);
+      // X-Service-Agent-ID is the actor label, not agent context (core handover.ts).
+      assert.deepEqual(events[0]!.body.agentHeaders, ['x-agent-rationale']);
 
       const plainHuman = await proxyCall(t.url, human.apiKey, { target, payload: {} });
       assert.equal((await t.app.ctx.store.logs.get(human.projectId, plainHuman.logId!))!.credentialHandoverDetected, false);

@@ -43,7 +43,8 @@ for (const store of STORES) {
       assert.deepEqual(after.slice(1), before);
       assert.equal(after[0].id, lastId);
       assert.deepEqual((await getWith(second.app, second.masterKey, `/v1/projects/${p.projectId}/keys`)).json().keys, keysBefore);
-      const trace = (await getWith(second.app, p.live, `/v1/projects/${p.projectId}/traces/rt`)).json().logs;
+      // Trace pages carry envelopes only when asked (issue 8, DESIGN §4 "Reading").
+      const trace = (await getWith(second.app, p.live, `/v1/projects/${p.projectId}/traces/rt?include=payload`)).json().logs;
       assert.deepEqual(
         trace.map((l: { id: string }) => l.id),
         ids,

@@ -5,9 +5,11 @@
  *
  * Verification pins HS256 (alg `none`, RS256 and every other algorithm are refused before any
  * key is touched), requires `exp` and `iat`, the audience `countersign:embed`, a lifetime of at
- * most 24 hours, and a `projectId` whose client secret verifies the signature.
+ * most 24 hours, and a `projectId` whose client secret verifies the signature: the current one,
+ * or the one replaced by `POST …/client-secret/rotate` while its grace period runs.
  */
 import { decodeJwt, decodeProtectedHeader, errors as joseErrors, jwtVerify } from 'jose';
+import { MAX_ID_LENGTH } from '@countersign/core';
 import { ApiError } from '../errors.js';
 import type { Store } from '../store/index.js';
 import type { TokenVerifier } from './key-resolver.js';
@@ -32,7 +34,7 @@ function scopeOf(claim: unknown): EmbedPrincipal['scope'] {
   const scope: EmbedPrincipal['scope'] = {};
   for (const [k, v] of Object.entries(claim)) {
     if (k !== 'traceId' && k !== 'actor') refuse(`unknown scope field "${k}"`);
-    if (typeof v !== 'string' || v.length === 0 || v.length > 256) refuse(`scope.${k} must be 1-256 characters`);
+    if (typeof v !== 'string' || v.length === 0 || v.length > MAX_ID_LENGTH) refuse(`scope.${k} must be 1-${MAX_ID_LENGTH} characters`);
     scope[k] = v;
   }
   return scope;
@@ -59,15 +61,14 @@ export async function verifyEmbedToken(token: string, store: Store, now: number)
   const project = await store.projects.get(projectId);
   // The same answer for an unknown project and a bad signature: a token does not probe ids.
   if (!project) refuse('signature does not verify');
+  // During a rotation grace period the replaced secret verifies too, until the grace ends; it is
+  // read from the store on every request (no cache), so a rotation made on any instance holds on
+  // every instance from the next request on.
+  const previous = project.previousClientSecret;
+  const secrets = [project.clientSecret, ...(previous && previous.until > now ? [previous.secret] : [])];
   let payload: Record<string, unknown>;
   try {
-    ({ payload } = await jwtVerify(token, new TextEncoder().encode(project.clientSecret), {
-      algorithms: ['HS256'],
-      audience: EMBED_TOKEN_AUDIENCE,
-      requiredClaims: ['exp', 'iat'],
-      currentDate: new Date(now),
-      clockTolerance: CLOCK_TOLERANCE_S,
-    }));
+    payload = await verifyWithAny(token, secrets, now);
   } catch (e) {
     if (e instanceof joseErrors.JWTExpired) refuse('expired; ask your server for a new one');
     if (e instanceof joseErrors.JWSSignatureVerificationFailed) refuse('signature does not verify');
@@ -79,6 +80,26 @@ export async function verifyEmbedToken(token: string, store: Store, now: number)
   if (exp - iat > MAX_EMBED_TOKEN_SECONDS) refuse(`lifetime is over ${MAX_EMBED_TOKEN_SECONDS} seconds`);
   if (iat * 1000 > now + CLOCK_TOLERANCE_S * 1000) refuse('issued in the future');
   return { kind: 'embed', projectId, scope: scopeOf(payload.scope), expiresAt: exp * 1000 } satisfies EmbedPrincipal;
+}
+
+/** Verifies `token` with the first of `secrets` whose signature matches; throws jose's error otherwise. */
+async function verifyWithAny(token: string, secrets: string[], now: number): Promise<Record<string, unknown>> {
+  for (let i = 0; ; i++) {
+    try {
+      const { payload } = await jwtVerify(token, new TextEncoder().encode(secrets[i]!), {
+        algorithms: ['HS256'],
+        audience: EMBED_TOKEN_AUDIENCE,
+        requiredClaims: ['exp', 'iat'],
+        currentDate: new Date(now),
+        clockTolerance: CLOCK_TOLERANCE_S,
+      });
+      return payload;
+    } catch (e) {
+      // Only a signature mismatch moves on to the next secret: a token that verifies but is
+      // expired or has the wrong audience is refused for that reason.
+      if (!(e instanceof joseErrors.JWSSignatureVerificationFailed) || i === secrets.length - 1) throw e;
+    }
+  }
 }
 
 /** The verifier the app gives its `KeyResolver` for embed tokens. */

@@ -2,7 +2,7 @@
  * Route guards: each route states who may call it by calling one of these first. They throw
  * catalogue errors, so every refusal has the same shape and code.
  */
-import { isIngestClass } from '@countersign/core';
+import { HEADERS, isIngestClass } from '@countersign/core';
 import type { FastifyRequest } from 'fastify';
 import { ApiError } from '../errors.js';
 import type { EmbedPrincipal, IngestPrincipal, KeyPrincipal, MasterPrincipal, Principal } from './principal.js';
@@ -24,7 +24,26 @@ export async function requireMaster(request: FastifyRequest): Promise<MasterPrin
 
 /** A `human`, `agent` or `service` key (ingest paths). */
 export async function requireIngestKey(request: FastifyRequest): Promise<IngestPrincipal> {
-  const p = await principalOf(request);
+  return ingestOnly(await principalOf(request));
+}
+
+/**
+ * Forward mode: the key travels in `X-Service-Key` (with or without `Bearer `), because
+ * `Authorization` there is the upstream's (the SDK's provider key) and is never read as ours.
+ */
+export async function requireForwardKey(request: FastifyRequest): Promise<IngestPrincipal> {
+  if (request.principal) return ingestOnly(request.principal);
+  const value = request.headers[HEADERS.serviceKey];
+  if (typeof value !== 'string' || value.trim() === '') {
+    throw new ApiError('missing_api_key', 'forward mode needs your Countersign key in X-Service-Key (Authorization goes to the upstream)');
+  }
+  const text = value.trim();
+  const p = await request.server.ctx.keys.resolve(/^bearer /i.test(text) ? text : `Bearer ${text}`);
+  request.principal = p;
+  return ingestOnly(p);
+}
+
+function ingestOnly(p: Principal): IngestPrincipal {
   if (p.kind !== 'key' || !isIngestClass(p.credentialClass)) {
     throw new ApiError(
       'wrong_credential_class',

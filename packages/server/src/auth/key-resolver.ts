@@ -1,12 +1,15 @@
 /**
  * Turns a bearer token into a principal. The class comes from the key's prefix (spec 5.3); the
  * lookup that says the key exists and is not revoked is cached, and the cache is told at once
- * when a key is revoked or rotated, so a dead key stops working on the next request.
+ * when a key is revoked or rotated, so a dead key stops working on the next request. A key
+ * rotated with a grace period keeps working until its scheduled revocation, and no cache entry
+ * outlives that moment.
  */
 import { CoreError, hashApiKey, parseApiKey } from '@countersign/core';
 import { ApiError } from '../errors.js';
 import type { Store } from '../store/index.js';
 import type { KeyPrincipal, MasterPrincipal, Principal } from './principal.js';
+import { MasterKeys } from './master-keys.js';
 
 /** Verifies tokens that are not `key_…` keys (embed tokens); the app passes the embed-token one. */
 export type TokenVerifier = (token: string) => Promise<Principal | undefined>;
@@ -17,18 +20,19 @@ const CACHE_MAX = 10_000;
 /** Resolves bearer tokens with a bounded, invalidatable cache. */
 export class KeyResolver {
   readonly #cache = new Map<string, { principal: KeyPrincipal; until: number }>();
-  readonly #masterHash: string;
+  readonly #master: MasterKeys;
   /** Bumped on every invalidation, so a lookup that raced a revocation is not cached. */
   #generation = 0;
 
   constructor(
     private readonly store: Store,
-    masterKey: string,
+    /** The master key, or every accepted one (current and, during a rotation, previous). */
+    masterKey: string | MasterKeys,
     private readonly now: () => number = Date.now,
     /** Verifies bearer tokens that are not `key_…` keys (embed tokens); none by default. */
     private readonly tokenVerifier?: TokenVerifier,
   ) {
-    this.#masterHash = hashApiKey(masterKey);
+    this.#master = typeof masterKey === 'string' ? MasterKeys.fromConfig(masterKey) : masterKey;
     // Revocations made by any instance (NOTIFY on PostgreSQL) reach this cache.
     store.notifier.on('countersign_keys', (keyHash) => this.invalidate(keyHash));
   }
@@ -75,12 +79,16 @@ export class KeyResolver {
       throw new ApiError('invalid_api_key', e instanceof CoreError ? e.message : 'malformed API key');
     }
     if (parsed.credentialClass === 'master') {
-      if (keyHash !== this.#masterHash) throw new ApiError('invalid_api_key', 'unknown master key');
+      const match = this.#master.check(keyHash, now);
+      if (match === 'expired')
+        throw new ApiError('invalid_api_key', 'this master key was rotated away and its grace period is over; use the new master key');
+      if (match === 'unknown') throw new ApiError('invalid_api_key', 'unknown master key');
       return { kind: 'master' } satisfies MasterPrincipal;
     }
     const generation = this.#generation;
     const row = await this.store.projects.keyByHash(keyHash);
-    if (!row || row.revokedAt !== null) {
+    // A rotated key with a grace period has its revocation in the future: it works until then.
+    if (!row || (row.revokedAt !== null && row.revokedAt <= now)) {
       this.#cache.delete(keyHash);
       throw new ApiError('invalid_api_key', row ? 'this key was revoked or rotated away' : 'unknown API key');
     }
@@ -96,7 +104,8 @@ export class KeyResolver {
     };
     if (generation === this.#generation) {
       if (this.#cache.size >= CACHE_MAX) this.#cache.delete(this.#cache.keys().next().value as string);
-      this.#cache.set(keyHash, { principal, until: now + CACHE_TTL_MS });
+      // Never cached past a scheduled revocation (the end of a rotation grace period).
+      this.#cache.set(keyHash, { principal, until: Math.min(now + CACHE_TTL_MS, row.revokedAt ?? Infinity) });
     }
     return principal;
   }

@@ -2,8 +2,9 @@
  * `countersign projects …`: project and key administration through the HTTP API with the
  * master key (so it works against any instance, local or remote):
  * `projects create --name N --class agent`, `projects keys <projectId>`,
- * `projects add-key <projectId> --class live`, `projects rotate-key <projectId> <keyId> [--class C]`,
- * `projects revoke-key <projectId> <keyId>`. Key text is printed once, as the API returns it.
+ * `projects add-key <projectId> --class live`, `projects rotate-key <projectId> <keyId> [--class C] [--grace S]`,
+ * `projects revoke-key <projectId> <keyId>`, `projects rotate-client-secret <projectId> [--grace S]`.
+ * Key text and client secrets are printed once, as the API returns them.
  */
 import fs from 'node:fs';
 import path from 'node:path';
@@ -32,10 +33,29 @@ async function call(c: Connection, method: string, urlPath: string, body?: unkno
   const base = (c.url ?? process.env.COUNTERSIGN_URL ?? 'http://127.0.0.1:8080').replace(/\/+$/, '');
   const headers: Record<string, string> = { authorization: `Bearer ${masterKeyOf(c)}` };
   if (body !== undefined) headers['content-type'] = 'application/json';
-  const r = await fetch(base + urlPath, { method, headers, body: body === undefined ? undefined : JSON.stringify(body) });
+  let r: Response;
+  try {
+    r = await fetch(base + urlPath, { method, headers, body: body === undefined ? undefined : JSON.stringify(body) });
+  } catch (e) {
+    throw new Error(unreachable(base, c.url !== undefined, e));
+  }
   const answer = (await r.json().catch(() => ({}))) as Record<string, unknown> & { error?: { code: string; message: string } };
   if (!r.ok) throw new Error(answer.error ? `${answer.error.code}: ${answer.error.message}` : `HTTP ${r.status}`);
   return answer;
+}
+
+/**
+ * What to say when the server cannot be reached: undici says only "fetch failed", so name the
+ * URL tried, where it came from, the network reason, and how to point elsewhere.
+ */
+function unreachable(base: string, fromFlag: boolean, e: unknown): string {
+  const cause = (e as { cause?: { code?: string; message?: string } }).cause;
+  const reason = cause?.code ?? cause?.message ?? (e instanceof Error ? e.message : String(e));
+  const source = fromFlag ? 'from --url' : process.env.COUNTERSIGN_URL ? 'from COUNTERSIGN_URL' : 'the default';
+  return (
+    `cannot reach the Countersign server at ${base} (${source}): ${reason}. ` +
+    'Start it (`npm start` or `countersign serve`), or point at the right one with --url <url> or COUNTERSIGN_URL'
+  );
 }
 
 function print(c: Connection, answer: Record<string, unknown>, lines: () => string[]): void {
@@ -105,18 +125,47 @@ export function registerProjects(program: Command): void {
       }),
     );
 
-  withConnection(projects.command('rotate-key <projectId> <keyId>').description('replace a key; the old one stops working at once'))
+  withConnection(
+    projects.command('rotate-key <projectId> <keyId>').description('replace a key; the old one stops working at once, or after --grace'),
+  )
     .option('--class <class>', 'class of the new key (default: the old class)')
-    .action((projectId: string, keyId: string, o: Connection & { class?: string }) =>
+    .option('--grace <seconds>', 'the old key keeps working this many seconds (default 0, at most 2592000)')
+    .action((projectId: string, keyId: string, o: Connection & { class?: string; grace?: string }) =>
       run(async () => {
+        const grace = o.grace === undefined ? undefined : Number(o.grace);
+        if (grace !== undefined && !Number.isInteger(grace)) throw new Error('--grace must be a whole number of seconds');
+        const a = await call(o, 'POST', `/v1/projects/${encodeURIComponent(projectId)}/keys/${encodeURIComponent(keyId)}/rotate`, {
+          ...(o.class ? { credentialClass: o.class } : {}),
+          ...(grace !== undefined ? { graceSeconds: grace } : {}),
+        });
+        const k = a.key as Record<string, string>;
+        const old = grace ? `${keyId} works until ${String(a.oldKeyRevokedAt)}` : `${keyId} is revoked`;
+        print(o, a, () => [`${k.id}  ${k.credentialClass}  ${k.apiKey}   (shown once; ${old})`]);
+      }),
+    );
+
+  withConnection(
+    projects
+      .command('rotate-client-secret <projectId>')
+      .description('replace the client secret that signs embed tokens; tokens signed with the old one stop at once, or after --grace'),
+  )
+    .option('--grace <seconds>', 'tokens signed with the old secret keep working this many seconds (default 0, at most 2592000)')
+    .option('--grace-seconds <seconds>', 'the same as --grace')
+    .action((projectId: string, o: Connection & { grace?: string; graceSeconds?: string }) =>
+      run(async () => {
+        const text = o.grace ?? o.graceSeconds;
+        const grace = text === undefined ? undefined : Number(text);
+        if (grace !== undefined && (!Number.isInteger(grace) || grace < 0)) throw new Error('--grace must be a whole number of seconds');
         const a = await call(
           o,
           'POST',
-          `/v1/projects/${encodeURIComponent(projectId)}/keys/${encodeURIComponent(keyId)}/rotate`,
-          o.class ? { credentialClass: o.class } : {},
+          `/v1/projects/${encodeURIComponent(projectId)}/client-secret/rotate`,
+          grace !== undefined ? { graceSeconds: grace } : {},
         );
-        const k = a.key as Record<string, string>;
-        print(o, a, () => [`${k.id}  ${k.credentialClass}  ${k.apiKey}   (shown once; ${keyId} is revoked)`]);
+        const old = grace
+          ? `tokens signed with the old secret work until ${String(a.oldSecretRevokedAt)}`
+          : 'the old secret no longer works';
+        print(o, a, () => [`clientSecret  ${String(a.clientSecret)}   (shown once; ${old})`]);
       }),
     );
 

@@ -6,12 +6,14 @@
  */
 import type { SecurityEvent } from '@countersign/core';
 import type { Notifier } from '../store/notify.js';
+import type { RetentionPurgedEvent } from './security.js';
 
-/** An event as delivered live: the stored event plus its store sequence (the SSE event id). */
-export interface PublishedEvent extends SecurityEvent {
-  /** Store sequence number, increasing; used as the SSE `id` for resuming with Last-Event-ID. */
-  seq: number;
-}
+/**
+ * An event as delivered live: the stored event plus its store sequence (the SSE event id, also
+ * used for resuming with Last-Event-ID). A security event, or an operational one such as a
+ * retention purge (events/security.ts).
+ */
+export type PublishedEvent = (SecurityEvent | RetentionPurgedEvent) & { seq: number };
 
 /** Receives one event. */
 export type EventListener = (event: PublishedEvent) => void;

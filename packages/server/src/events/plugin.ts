@@ -2,7 +2,9 @@
  * Security events with a project's `live` key: `GET /v1/projects/{projectId}/events` (stored,
  * newest first, cursor pagination) and `GET …/events/stream` (Server-Sent Events: stored events
  * after `Last-Event-ID` are replayed, then live ones arrive as they happen, with heartbeats).
- * A stream ends when its key is revoked or rotated, and when the server shuts down.
+ * A stream ends when its key is revoked or rotated, and when the server shuts down. `HEAD` on
+ * the stream (Fastify answers HEAD for every GET route) gets the stream's headers and ends: it
+ * used to open a stream that never ended.
  */
 import type { FastifyInstance } from 'fastify';
 import { hashApiKey } from '@countersign/core';
@@ -24,13 +26,30 @@ const eventSchema = {
     id: { type: 'string' },
     seq: { type: 'integer' },
     projectId: { type: 'string' },
-    type: { type: 'string', const: 'security.policy_violation' },
-    reason: { type: 'string', const: 'credential_handover' },
-    logId: { type: 'string' },
+    type: { type: 'string', enum: ['security.policy_violation', 'retention.purged'] },
+    reason: { type: 'string', enum: ['credential_handover', 'retention'] },
+    logId: { type: ['string', 'null'], description: 'the log of a policy violation; null for retention.purged' },
     createdAt: { type: 'string', format: 'date-time' },
-    actor: { type: 'string' },
-    credentialClass: { type: 'string' },
-    agentHeaders: { type: 'array', items: { type: 'string' }, description: 'names of the agent context headers, never values' },
+    actor: { type: 'string', description: 'security.policy_violation' },
+    credentialClass: { type: 'string', description: 'security.policy_violation' },
+    agentHeaders: {
+      type: 'array',
+      items: { type: 'string' },
+      description: 'security.policy_violation: names of the agent context headers, never values',
+    },
+    retentionDays: { type: 'integer', description: 'retention.purged: the retention that was applied' },
+    deleted: {
+      type: 'object',
+      description: 'retention.purged: rows deleted',
+      properties: {
+        logs: { type: 'integer' },
+        receipts: { type: 'integer' },
+        events: { type: 'integer' },
+        deliveries: { type: 'integer' },
+      },
+    },
+    from: { type: ['string', 'null'], description: 'retention.purged: earliest receivedAt of the deleted logs' },
+    to: { type: ['string', 'null'], description: 'retention.purged: latest receivedAt of the deleted logs' },
   },
 } as const;
 
@@ -89,7 +108,7 @@ export default async function eventsPlugin(app: FastifyInstance): Promise<void> 
         tags: ['events'],
         summary: 'Live security events as Server-Sent Events (live key)',
         description:
-          'text/event-stream. Each event: `id: <seq>`, `event: security.policy_violation`, `data: <event JSON>`. Send Last-Event-ID to replay stored events after it. A `: heartbeat` comment comes every 15 s.',
+          'text/event-stream. Each event: `id: <seq>`, `event: <type>` (security.policy_violation, retention.purged), `data: <event JSON>`. Send Last-Event-ID to replay stored events after it. A `: heartbeat` comment comes every 15 s. HEAD answers the headers (after the same checks) and ends.',
         params: projectParams,
         headers: { type: 'object', properties: { 'last-event-id': { type: 'string', pattern: '^\\d{1,15}$' } } },
         response: errorResponses(400, 401, 403),
@@ -102,14 +121,17 @@ export default async function eventsPlugin(app: FastifyInstance): Promise<void> 
       const auth = /^Bearer[ \t]+(\S+)/i.exec(request.headers.authorization ?? '')?.[1];
       const keyHash = auth?.startsWith('key_') ? hashApiKey(auth) : undefined;
 
-      reply.hijack();
-      const res = reply.raw;
-      res.writeHead(200, {
+      const headers = {
         'content-type': 'text/event-stream; charset=utf-8',
         'cache-control': 'no-cache, no-transform',
-        connection: 'keep-alive',
         'x-accel-buffering': 'no',
-      });
+      };
+      // HEAD: the same checks and headers as GET, no body and no subscription.
+      if (request.method === 'HEAD') return reply.code(200).headers(headers).send();
+
+      reply.hijack();
+      const res = reply.raw;
+      res.writeHead(200, { ...headers, connection: 'keep-alive' });
       res.write(': connected\n\n');
 
       let ended = false;

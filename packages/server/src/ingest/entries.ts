@@ -5,6 +5,7 @@
  */
 import {
   HEADERS,
+  MAX_ID_LENGTH,
   MAX_METADATA_BYTES,
   assertEnvelope,
   canonicalize,
@@ -23,6 +24,7 @@ import { ApiError } from '../errors.js';
 import type { IngestPrincipal } from '../auth/principal.js';
 import type { LogRow, NewLog } from '../store/index.js';
 import type { IngestStamp } from './stamp.js';
+import { displayHeaderName, serviceHeaderText } from '../http/service-headers.js';
 
 /** One entry of a `POST /v1/log` body, after schema validation (the wire shape is core's). */
 export type LogInput = LogIngestEntry & { payload: Record<string, unknown> };
@@ -34,6 +36,11 @@ export interface IngestRequest {
   headers: IncomingHttpHeaders;
   /** The caller's `X-Service-Encryption-Key`, when sent (plain payloads). */
   encryptionKey: string | undefined;
+  /**
+   * The `X-Agent-Rationale` value as sent (the client's own sealed rationale), when sent: kept
+   * inside a plain payload the server seals (member `agentRationale`), never in the clear.
+   */
+  agentRationale: string | undefined;
   receivedAt: number;
 }
 
@@ -46,16 +53,17 @@ export interface PreparedLog {
   plainPayload: Record<string, unknown> | undefined;
 }
 
-function header(headers: IncomingHttpHeaders, name: string): string | undefined {
-  const v = headers[name];
-  return Array.isArray(v) ? v[0] : v;
-}
-
-function bounded(name: string, value: string | undefined, max: number): string | undefined {
+/** A label header (`X-Service-Agent-ID`, `-Action`, `-Run-ID`) read as UTF-8 and bounded like the body's fields. */
+function labelHeader(headers: IncomingHttpHeaders, name: string): string | undefined {
+  const value = serviceHeaderText(headers, name);
   if (value === undefined) return undefined;
-  if (value.length === 0 || value.length > max) throw new ApiError('invalid_request', `${name} must be 1-${max} characters`);
+  if (value.length === 0 || value.length > MAX_ID_LENGTH)
+    throw new ApiError('invalid_request', `${displayHeaderName(name)} must be 1-${MAX_ID_LENGTH} characters`);
   return value;
 }
+
+/** The name of the payload member that holds `X-Agent-Rationale` in a plain payload the server seals. */
+export const AGENT_RATIONALE_MEMBER = 'agentRationale';
 
 /** True when a payload is meant as an envelope (so a malformed one is named as such). */
 function looksLikeEnvelope(payload: Record<string, unknown>): boolean {
@@ -92,8 +100,8 @@ export async function prepareLog(input: LogInput, req: IngestRequest, index: num
   if (req.encryptionKey !== undefined) {
     // Plain path: the server seals with the caller's key and keeps neither key nor plaintext.
     if (input.payloadHash !== undefined) fail('invalid_request', 'payloadHash is computed by the server for plain payloads; leave it out');
-    plainPayload = input.payload;
-    const sealed = 'nonce' in input.payload ? input.payload : { ...input.payload, nonce: randomNonce() };
+    plainPayload = withRationale(input.payload, req.agentRationale, fail);
+    const sealed = 'nonce' in plainPayload ? plainPayload : { ...plainPayload, nonce: randomNonce() };
     payloadHash = payloadHashHex(sealed);
     payload = await sealPayload(sealed, await deriveEnvelopeKey(req.encryptionKey), id);
   } else {
@@ -124,9 +132,9 @@ export async function prepareLog(input: LogInput, req: IngestRequest, index: num
       keyId: req.principal.keyId,
       receivedAt: req.receivedAt,
       occurredAt: input.occurredAt ?? null,
-      actor: input.actor ?? bounded('X-Service-Agent-ID', header(defaults, HEADERS.agentId), 256) ?? 'unknown',
-      action: input.action ?? bounded('X-Service-Action', header(defaults, HEADERS.action), 256) ?? 'log.entry',
-      traceId: input.traceId ?? bounded('X-Service-Run-ID', header(defaults, HEADERS.runId), 256) ?? null,
+      actor: input.actor ?? labelHeader(defaults, HEADERS.agentId) ?? 'unknown',
+      action: input.action ?? labelHeader(defaults, HEADERS.action) ?? 'log.entry',
+      traceId: input.traceId ?? labelHeader(defaults, HEADERS.runId) ?? null,
       actorType: req.stamp.actorType,
       credentialHandoverDetected: req.stamp.credentialHandoverDetected,
       source: 'log',
@@ -137,6 +145,22 @@ export async function prepareLog(input: LogInput, req: IngestRequest, index: num
       metadata,
     },
   };
+}
+
+/**
+ * A plain payload with the request's `X-Agent-Rationale` added as {@link AGENT_RATIONALE_MEMBER}
+ * (spec 5.4: the rationale is kept, sealed, in the record of its call). A payload that already
+ * holds a different value there is refused rather than silently overwritten.
+ */
+function withRationale(
+  payload: Record<string, unknown>,
+  rationale: string | undefined,
+  fail: (code: 'invalid_request', msg: string) => never,
+): Record<string, unknown> {
+  if (rationale === undefined) return payload;
+  if (AGENT_RATIONALE_MEMBER in payload && payload[AGENT_RATIONALE_MEMBER] !== rationale)
+    fail('invalid_request', `payload.${AGENT_RATIONALE_MEMBER} differs from X-Agent-Rationale; the server stores the header there`);
+  return { ...payload, [AGENT_RATIONALE_MEMBER]: rationale };
 }
 
 /**

@@ -6,17 +6,19 @@
  * group commit before the answer; credential handover raises a security event.
  */
 import type { FastifyInstance, FastifyRequest } from 'fastify';
-import { HEADERS } from '@countersign/core';
-import { MAX_METADATA_BYTES } from '@countersign/core';
+import { HEADERS, MAX_ID_LENGTH, MAX_METADATA_BYTES } from '@countersign/core';
 import { requireIngestKey } from '../auth/guards.js';
+import { admitIngest } from '../http/admission.js';
 import type { IngestPrincipal } from '../auth/principal.js';
 import { ApiError } from '../errors.js';
 import { recordHandoverEvent } from '../events/security.js';
 import { acceptJsonOnly, errorResponses, logIdSchema } from '../management/schemas.js';
 import { isSameEntry, prepareLog, type IngestRequest, type LogInput, type PreparedLog } from './entries.js';
 import { stampFromRequest } from './stamp.js';
+import { serviceHeaderText } from '../http/service-headers.js';
 
-const text256 = { type: 'string', minLength: 1, maxLength: 256 } as const;
+/** actor, action, traceId: the one limit of ids and labels (core MAX_ID_LENGTH), as on every read path. */
+const label = { type: 'string', minLength: 1, maxLength: MAX_ID_LENGTH } as const;
 
 /** One entry of the body. */
 const entrySchema = {
@@ -25,9 +27,9 @@ const entrySchema = {
   required: ['payload'],
   properties: {
     id: { ...logIdSchema, description: `${logIdSchema.description}. Optional; makes a retry idempotent` },
-    actor: { ...text256, description: 'Who acted; default X-Service-Agent-ID, else "unknown"' },
-    action: { ...text256, description: 'What was done; default X-Service-Action, else "log.entry"' },
-    traceId: { ...text256, description: 'Run id that stitches entries into a trace; default X-Service-Run-ID' },
+    actor: { ...label, description: 'Who acted; default X-Service-Agent-ID, else "unknown"' },
+    action: { ...label, description: 'What was done; default X-Service-Action, else "log.entry"' },
+    traceId: { ...label, description: 'Run id that stitches entries into a trace; default X-Service-Run-ID' },
     requestProof: { type: 'boolean', description: 'Ask for an RFC 3161 proof receipt (5 s batches)' },
     occurredAt: { type: 'string', format: 'date-time', description: 'When it happened, by the caller clock' },
     metadata: {
@@ -72,20 +74,31 @@ export default async function ingestPlugin(app: FastifyInstance): Promise<void> 
     '/v1/log',
     {
       // The key is checked before the body is read, so a bad key costs no parsing.
-      onRequest: async (request: FastifyRequest) => {
-        await requireIngestKey(request);
-      },
+      // Then the call is admitted against the in-flight budget (http/admission.ts), still unread.
+      onRequest: [
+        async (request: FastifyRequest) => {
+          await requireIngestKey(request);
+        },
+        admitIngest,
+      ],
       schema: {
         tags: ['ingest'],
         summary: 'Store audit log entries (human, agent or service key)',
-        description: `One entry, or {"logs":[…]} of up to ${ctx.config.maxBatchLogs} entries (more answers 413). A retry with an id that exists answers duplicate:true when it is the same entry, 409 idempotency_conflict otherwise.`,
+        description: `One entry, or {"logs":[…]} of up to ${ctx.config.maxBatchLogs} entries (more answers 413). A retry with an id that exists in this project answers duplicate:true when it is the same entry, 409 idempotency_conflict otherwise; ids are scoped to the project. Header values are read as UTF-8 bytes (not valid UTF-8: 400; a percent-encoded value is stored as sent); a repeated X-Service-* header is 400. X-Agent-Rationale is kept sealed: inside a plain payload as member "agentRationale"; a client envelope carries it in its own payload (the header is then not stored).`,
         headers: {
           type: 'object',
           properties: {
             'x-service-encryption-key': { type: 'string', description: 'Key string the server seals plain payloads with, then forgets' },
-            'x-service-agent-id': { type: 'string' },
-            'x-service-action': { type: 'string' },
-            'x-service-run-id': { type: 'string' },
+            'x-service-agent-id': {
+              type: 'string',
+              description: `Default actor (the actor label; not agent context), 1-${MAX_ID_LENGTH} characters, UTF-8`,
+            },
+            'x-service-action': { type: 'string', description: `Default action, 1-${MAX_ID_LENGTH} characters, UTF-8` },
+            'x-service-run-id': { type: 'string', description: `Default traceId, 1-${MAX_ID_LENGTH} characters, UTF-8` },
+            'x-agent-rationale': {
+              type: 'string',
+              description: "The client's sealed rationale; with a human key, agent context (credential handover)",
+            },
           },
         },
         // if/then/else rather than oneOf, so a bad body gets the errors of the form it meant.
@@ -106,7 +119,7 @@ export default async function ingestPlugin(app: FastifyInstance): Promise<void> 
             ...ingestAnswer,
             description: 'Stored. A single entry answers {success,id,duplicate}; a batch {success,ids,duplicates}, ids in body order',
           },
-          ...errorResponses(400, 401, 403, 409, 413, 415, 503),
+          ...errorResponses(400, 401, 403, 409, 413, 415, 429, 503),
         },
       },
     },
@@ -117,8 +130,7 @@ export default async function ingestPlugin(app: FastifyInstance): Promise<void> 
       const inputs: LogInput[] = batch ? body.logs : [body];
       if (inputs.length > ctx.config.maxBatchLogs)
         throw new ApiError('payload_too_large', `a batch holds at most ${ctx.config.maxBatchLogs} logs; split it`);
-      const rawKey = request.headers[HEADERS.encryptionKey];
-      const encryptionKey = Array.isArray(rawKey) ? rawKey[0] : rawKey;
+      const encryptionKey = serviceHeaderText(request.headers, HEADERS.encryptionKey);
       if (encryptionKey !== undefined && encryptionKey.length === 0)
         throw new ApiError('missing_encryption_key', 'X-Service-Encryption-Key is empty');
       const req: IngestRequest = {
@@ -126,11 +138,12 @@ export default async function ingestPlugin(app: FastifyInstance): Promise<void> 
         stamp: stampFromRequest(principal, request.headers),
         headers: request.headers,
         encryptionKey,
+        agentRationale: serviceHeaderText(request.headers, HEADERS.agentRationale) || undefined,
         receivedAt: ctx.now(),
       };
       // Sealing is WebCrypto work on the thread pool: a batch's entries seal in parallel.
       const prepared: PreparedLog[] = await Promise.all(inputs.map((input, i) => prepareLog(input, req, batch ? i : undefined)));
-      const outcomes = await store(prepared, encryptionKey);
+      const outcomes = await store(principal.projectId, prepared, encryptionKey);
       if (req.stamp.credentialHandoverDetected) {
         for (const o of outcomes) {
           if (o.duplicate) continue;
@@ -152,18 +165,19 @@ export default async function ingestPlugin(app: FastifyInstance): Promise<void> 
   );
 
   /**
-   * Stores prepared entries: ids that already exist are checked first (so a conflicting batch
-   * writes nothing), the rest go through group commit; an id that appears meanwhile (a
-   * concurrent retry) is checked after the fact.
+   * Stores prepared entries: ids that already exist in the project are checked first (so a
+   * conflicting batch writes nothing), the rest go through group commit; an id that appears
+   * meanwhile (a concurrent retry) is checked after the fact. Another project's ids are never
+   * looked at: the same id there is a different log (migration 005).
    */
-  async function store(prepared: PreparedLog[], encryptionKey: string | undefined): Promise<Outcome[]> {
+  async function store(projectId: string, prepared: PreparedLog[], encryptionKey: string | undefined): Promise<Outcome[]> {
     const seen = new Set<string>();
     for (const [i, p] of prepared.entries()) {
       if (seen.has(p.log.id)) throw new ApiError('invalid_request', `logs[${i}]: id ${p.log.id} appears twice in this batch`);
       seen.add(p.log.id);
     }
     const clientIds = prepared.filter((p) => p.clientId).map((p) => p.log.id);
-    const existing = new Map((await ctx.store.logs.getMany(clientIds)).map((r) => [r.id, r]));
+    const existing = new Map((await ctx.store.logs.getMany(projectId, clientIds)).map((r) => [r.id, r]));
     await assertSame(prepared, existing, encryptionKey);
     const fresh = prepared.filter((p) => !existing.has(p.log.id));
     let inserted: boolean[];
@@ -176,7 +190,14 @@ export default async function ingestPlugin(app: FastifyInstance): Promise<void> 
     }
     const raced = fresh.filter((_, i) => !inserted[i]);
     if (raced.length > 0) {
-      const now = new Map((await ctx.store.logs.getMany(raced.map((p) => p.log.id))).map((r) => [r.id, r]));
+      const now = new Map(
+        (
+          await ctx.store.logs.getMany(
+            projectId,
+            raced.map((p) => p.log.id),
+          )
+        ).map((r) => [r.id, r]),
+      );
       await assertSame(raced, now, encryptionKey);
       for (const [id, row] of now) existing.set(id, row);
     }

@@ -1,7 +1,12 @@
 /**
  * The embedded ledger's identity: its ECDSA P-256 signing key and its tree (a random 63-bit
- * tree ID, as Rekor shards have, and the checkpoint origin `<name> - <treeID>`). Made on first
- * start and then loaded, like the TSA's (see ../tsa/material.ts for where it is kept).
+ * tree ID, as Rekor shards have). Made on first start and then loaded, like the TSA's (see
+ * ../tsa/material.ts for where it is kept).
+ *
+ * The checkpoint origin `<name> - <treeID>` is NOT part of the stored identity: `<name>` is the
+ * host of the deployment's base URL as it is now ({@link checkpointName}), because sigstore-js
+ * accepts a checkpoint signature only when its name is a substring of the log's base URL. A
+ * name frozen at first start broke every verifier once `--public-url` was set later.
  */
 import { createPrivateKey, createPublicKey, generateKeyPairSync, randomBytes, sign, type KeyObject } from 'node:crypto';
 import { p256 } from '@noble/curves/nist.js';
@@ -24,10 +29,6 @@ export interface LedgerIdentity {
   readonly treeId: string;
   /** Tree ID as 16 hex digits (the prefix of 80-hex entry UUIDs). */
   readonly treeIdHex: string;
-  /** Checkpoint origin line: `<name> - <treeID>`. */
-  readonly origin: string;
-  /** The name in checkpoint signature lines. */
-  readonly signerName: string;
   /** ECDSA-SHA256 (DER) over `message`: SETs and checkpoints. */
   signMessage(message: Uint8Array): Uint8Array;
   /** ECDSA (DER) over an already computed 32-byte digest: the hashedrekord signature. */
@@ -36,10 +37,11 @@ export interface LedgerIdentity {
 
 interface TreeInfo {
   treeId: string;
+  /** The checkpoint name when the tree was made; kept for the record, no longer used. */
   name: string;
 }
 
-/** Fresh key and tree for a new ledger; `name` is the checkpoint origin's host part. */
+/** Fresh key and tree for a new ledger; `name` records the checkpoint name at creation. */
 export function createLedgerMaterial(name: string): WitnessMaterial {
   const { privateKey, publicKey } = generateKeyPairSync('ec', { namedCurve: 'P-256' });
   const idBytes = randomBytes(8);
@@ -67,20 +69,28 @@ export function identityFromMaterial(material: WitnessMaterial): LedgerIdentity 
     keyHint: checkpointKeyHint(logId),
     treeId: tree.treeId,
     treeIdHex: BigInt(tree.treeId).toString(16).padStart(16, '0'),
-    origin: `${tree.name} - ${tree.treeId}`,
-    signerName: tree.name,
     signMessage: (message) => new Uint8Array(sign('sha256', message, { key: privateKey, dsaEncoding: 'der' })),
     signDigest: (digest) => p256.sign(digest, scalar, { prehash: false, format: 'der' }),
   };
 }
 
-/** The checkpoint name of this deployment: the public URL's host, or a fixed default. */
-export function ledgerName(ctx: AppContext): string {
-  return ctx.config.publicUrl ? new URL(ctx.config.publicUrl).host : 'countersign-ledger';
+/**
+ * The checkpoint name of this deployment: the host (with its port, when not the default) of the
+ * base URL, i.e. `--public-url`, else the address the server listens on. sigstore-js checks
+ * `baseURL.includes(name)` (`match` before 4.x), so a verifier configured with the ledger's
+ * natural base URL accepts the checkpoint.
+ */
+export function checkpointName(ctx: AppContext): string {
+  return new URL(ctx.baseUrl()).host;
+}
+
+/** The checkpoint origin line (Rekor's form): `<name> - <treeID>`. */
+export function checkpointOrigin(name: string, treeId: string): string {
+  return `${name} - ${treeId}`;
 }
 
 /** Loads the embedded ledger identity, making it on first start. */
 export async function loadLedgerIdentity(ctx: AppContext): Promise<LedgerIdentity> {
-  const material = await loadOrCreateMaterial(ctx, 'ledger', LEDGER_MATERIAL_FIELDS, async () => createLedgerMaterial(ledgerName(ctx)));
+  const material = await loadOrCreateMaterial(ctx, 'ledger', LEDGER_MATERIAL_FIELDS, async () => createLedgerMaterial(checkpointName(ctx)));
   return identityFromMaterial(material);
 }

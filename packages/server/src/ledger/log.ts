@@ -22,7 +22,7 @@ import {
 import type { AppContext } from '../app-context.js';
 import { DuplicateLedgerEntryError, type LedgerEntryRow } from '../store/index.js';
 import { bodyBytes, hashedRekordBody, type HashedRekord, type LogEntryJson } from './entries.js';
-import { loadLedgerIdentity, type LedgerIdentity } from './identity.js';
+import { checkpointName, checkpointOrigin, loadLedgerIdentity, type LedgerIdentity } from './identity.js';
 
 /** The signed tree head. */
 export interface TreeHead {
@@ -56,7 +56,8 @@ const PAGE = 10_000;
 export class EmbeddedLedger {
   private leaves: Uint8Array[] = [];
   private tree: MerkleTree | undefined;
-  private checkpoints = new Map<number, string>();
+  /** Signed checkpoints by tree size, with the name they were signed under. */
+  private checkpoints = new Map<number, { name: string; text: string }>();
   private syncQueue: Promise<unknown> = Promise.resolve();
 
   constructor(
@@ -115,16 +116,23 @@ export class EmbeddedLedger {
     return t;
   }
 
+  /** The name checkpoints are signed under now (see {@link checkpointName}). */
+  checkpointName(): string {
+    return checkpointName(this.ctx);
+  }
+
   private checkpointFor(size: number, root: Uint8Array): string {
+    // The name follows the base URL, which changes once an ephemeral port is bound.
+    const name = this.checkpointName();
     const cached = this.checkpoints.get(size);
-    if (cached !== undefined) return cached;
-    const body = formatCheckpointBody(this.identity.origin, size, root);
+    if (cached !== undefined && cached.name === name) return cached.text;
+    const body = formatCheckpointBody(checkpointOrigin(name, this.identity.treeId), size, root);
     const signature = this.identity.signMessage(utf8(body));
-    const cp: string = formatCheckpoint(body, [{ name: this.identity.signerName, keyHint: this.identity.keyHint, signature }]);
+    const text: string = formatCheckpoint(body, [{ name, keyHint: this.identity.keyHint, signature }]);
     // Checkpoints of the latest sizes are asked for again and again; keep a few.
     if (this.checkpoints.size > 64) this.checkpoints.clear();
-    this.checkpoints.set(size, cp);
-    return cp;
+    this.checkpoints.set(size, { name, text });
+    return text;
   }
 
   /** The current signed tree head. */

@@ -2,6 +2,7 @@
  * The embedded transparency ledger over HTTP: the Rekor v1 API under `/api/v1/log`, so Rekor
  * clients (and our own {@link RekorClient}) talk to it unchanged. Public like Rekor: reading
  * and submitting need no key; a submission must be a hashedrekord whose signature verifies.
+ * What differs from Rekor v1 is listed in docs/ledger-and-tsa.md.
  */
 import type { FastifyInstance } from 'fastify';
 import { ApiError } from '../errors.js';
@@ -11,6 +12,8 @@ import { getEmbeddedLedger } from './log.js';
 
 const TAGS = ['ledger'];
 const UUID_PATTERN = '^([0-9a-fA-F]{64}|[0-9a-fA-F]{80})$';
+/** rekor-cli sends `treeID` (decimal) to the public key and consistency proof paths. */
+const treeIdQuery = { type: 'string', pattern: '^[0-9]+$', description: "Rekor shard selector; only this ledger's own tree ID is known" };
 
 const inclusionProofSchema = {
   type: 'object',
@@ -44,6 +47,17 @@ const logEntrySchema = {
 export default async function ledgerPlugin(app: FastifyInstance): Promise<void> {
   // Made (or loaded) now, so a first start creates the key before the first request.
   const ledger = await getEmbeddedLedger(app.ctx);
+  if (!app.ctx.config.publicUrl) {
+    app.ctx.log.warn(
+      'no --public-url (COUNTERSIGN_PUBLIC_URL) is set: ledger checkpoints are signed under the listen address and receipts ' +
+        'point there, so Sigstore clients reaching this ledger by another URL reject its checkpoints; set the public URL',
+    );
+  }
+  /** Rekor answers 400 for a tree ID it does not know; so do we (there is one tree). */
+  const checkTreeId = (treeID: string | undefined): void => {
+    if (treeID !== undefined && treeID !== ledger.identity.treeId)
+      throw new ApiError('invalid_request', `${treeID} is not a tree of this ledger; its only tree is ${ledger.identity.treeId}`);
+  };
 
   app.get(
     '/api/v1/log',
@@ -71,10 +85,20 @@ export default async function ledgerPlugin(app: FastifyInstance): Promise<void> 
     },
   );
 
-  app.get(
+  app.get<{ Querystring: { treeID?: string } }>(
     '/api/v1/log/publicKey',
-    { schema: { tags: TAGS, summary: "The ledger's public key (PEM SubjectPublicKeyInfo)", security: [] } },
-    async (_req, reply) => reply.type('application/x-pem-file').send(ledger.identity.publicKeyPem),
+    {
+      schema: {
+        tags: TAGS,
+        summary: "The ledger's public key (PEM SubjectPublicKeyInfo)",
+        security: [],
+        querystring: { type: 'object', properties: { treeID: treeIdQuery }, additionalProperties: false },
+      },
+    },
+    async (request, reply) => {
+      checkTreeId(request.query.treeID);
+      return reply.type('application/x-pem-file').send(ledger.identity.publicKeyPem);
+    },
   );
 
   app.get<{ Querystring: { logIndex: number } }>(
@@ -185,7 +209,7 @@ export default async function ledgerPlugin(app: FastifyInstance): Promise<void> 
     },
   );
 
-  app.get<{ Querystring: { firstSize: number; lastSize: number } }>(
+  app.get<{ Querystring: { firstSize: number; lastSize: number; treeID?: string } }>(
     '/api/v1/log/proof',
     {
       schema: {
@@ -195,7 +219,11 @@ export default async function ledgerPlugin(app: FastifyInstance): Promise<void> 
         querystring: {
           type: 'object',
           required: ['lastSize'],
-          properties: { firstSize: { type: 'integer', minimum: 1, default: 1 }, lastSize: { type: 'integer', minimum: 1 } },
+          properties: {
+            firstSize: { type: 'integer', minimum: 1, default: 1 },
+            lastSize: { type: 'integer', minimum: 1 },
+            treeID: treeIdQuery,
+          },
           additionalProperties: false,
         },
         response: {
@@ -204,7 +232,8 @@ export default async function ledgerPlugin(app: FastifyInstance): Promise<void> 
       },
     },
     async (request) => {
-      const { firstSize, lastSize } = request.query;
+      const { firstSize, lastSize, treeID } = request.query;
+      checkTreeId(treeID);
       if (firstSize > lastSize)
         throw new ApiError('invalid_request', `firstSize (${firstSize}) must not be greater than lastSize (${lastSize})`);
       const proof = await ledger.consistency(firstSize, lastSize);

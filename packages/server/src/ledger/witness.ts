@@ -9,6 +9,7 @@ import { RekorClient } from './client.js';
 import { hashedRekordBody } from './entries.js';
 import { loadLedgerIdentity } from './identity.js';
 import { DuplicateLedgerEntryError, getEmbeddedLedger } from './log.js';
+import { countingFailures } from '../metrics/registry.js';
 
 /** Where an entry landed. */
 export interface LedgerSubmission {
@@ -89,5 +90,7 @@ async function externalWitness(ctx: AppContext, url: string): Promise<LedgerWitn
 
 /** The ledger witness of `ctx`: embedded (direct store access) when `ctx.config.ledgerUrl` is unset, else a Rekor v1 client. */
 export async function createLedgerWitness(ctx: AppContext): Promise<LedgerWitness> {
-  return ctx.config.ledgerUrl ? externalWitness(ctx, ctx.config.ledgerUrl) : embeddedWitness(ctx);
+  const witness = ctx.config.ledgerUrl ? await externalWitness(ctx, ctx.config.ledgerUrl) : await embeddedWitness(ctx);
+  // Every failed submission counts in countersign_witness_failures_total{witness="ledger"}.
+  return { ...witness, submit: countingFailures('ledger', witness.submit) };
 }

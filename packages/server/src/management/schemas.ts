@@ -35,14 +35,14 @@ export const projectIdParam = {
 /** A key id in a path. */
 export const keyIdParam = { type: 'string', pattern: '^kid_[0-9A-Za-z]{1,64}$', description: 'Key id, kid_<id>' } as const;
 
-/** Log ids: server-made `log_<24 base62>` or a client's own id (16-128 safe characters). */
+/** Log ids: server-made `log_<24 base62>` or a client's own id (16-512 safe characters, MAX_ID_LENGTH). */
 export { LOG_ID_PATTERN };
 
 /** A log id in a path or body. */
 export const logIdSchema = {
   type: 'string',
   pattern: LOG_ID_PATTERN,
-  description: '16-128 characters of A-Z a-z 0-9 _ . : - starting with a letter or digit (a UUID fits)',
+  description: '16-512 characters of A-Z a-z 0-9 _ . : - starting with a letter or digit (a UUID fits)',
 } as const;
 
 /** Credential classes a project key may have. */

@@ -67,21 +67,22 @@ export interface KeyView {
   credentialClass: string;
   apiKeyPrefix: string;
   label: string | null;
-  status: 'active' | 'revoked';
+  /** `expiring`: rotated with a grace period, still accepted until `revokedAt`. */
+  status: 'active' | 'expiring' | 'revoked';
   createdAt: string;
   revokedAt: string | null;
   rotatedFrom: string | null;
 }
 
-/** Maps a stored key to its listed form. */
-export function toKeyView(row: ApiKeyRow): KeyView {
+/** Maps a stored key to its listed form; `now` (epoch ms) tells an expiring key from a revoked one. */
+export function toKeyView(row: ApiKeyRow, now: number = Date.now()): KeyView {
   return {
     id: row.id,
     projectId: row.projectId,
     credentialClass: row.credentialClass,
     apiKeyPrefix: row.apiKeyPrefix,
     label: row.label,
-    status: row.revokedAt === null ? 'active' : 'revoked',
+    status: row.revokedAt === null ? 'active' : row.revokedAt > now ? 'expiring' : 'revoked',
     createdAt: new Date(row.createdAt).toISOString(),
     revokedAt: row.revokedAt === null ? null : new Date(row.revokedAt).toISOString(),
     rotatedFrom: row.rotatedFrom,

@@ -1,7 +1,8 @@
 /**
  * Projects and keys (spec 4.3 / 2.4, DESIGN "Paths"), all with the master key:
  * `POST /v1/projects`, `POST|GET /v1/projects/{projectId}/keys`,
- * `POST /v1/projects/{projectId}/keys/{keyId}/rotate`, `DELETE /v1/projects/{projectId}/keys/{keyId}`.
+ * `POST /v1/projects/{projectId}/keys/{keyId}/rotate`, `DELETE /v1/projects/{projectId}/keys/{keyId}`,
+ * `POST /v1/projects/{projectId}/client-secret/rotate` (client-secret.ts).
  * Key text and the client secret appear only in the answer of the call that made them.
  */
 import type { FastifyInstance, FastifyRequest } from 'fastify';
@@ -9,8 +10,11 @@ import { requireMaster } from '../auth/guards.js';
 import { ApiError } from '../errors.js';
 import { acceptJsonOnly, errorResponses, keyIdParam, projectIdParam, projectKeyClass } from '../management/schemas.js';
 import { issueKey, newProject, toKeyView, type ProjectKeyClass } from './issue.js';
+import { registerClientSecretRoutes } from './client-secret.js';
 
 const label = { type: 'string', maxLength: 200, description: 'Free-text label for the key' } as const;
+/** A rotation grace period: the old key keeps working this long (30 days at most). */
+const GRACE_SECONDS = { type: 'integer', minimum: 0, maximum: 30 * 24 * 3600, description: 'Seconds the old key keeps working' } as const;
 
 const keyView = {
   type: 'object',
@@ -20,9 +24,13 @@ const keyView = {
     credentialClass: { type: 'string' },
     apiKeyPrefix: { type: 'string' },
     label: { type: ['string', 'null'] },
-    status: { type: 'string', enum: ['active', 'revoked'] },
+    status: {
+      type: 'string',
+      enum: ['active', 'expiring', 'revoked'],
+      description: 'expiring: rotated with a grace period, still accepted until revokedAt',
+    },
     createdAt: { type: 'string' },
-    revokedAt: { type: ['string', 'null'] },
+    revokedAt: { type: ['string', 'null'], description: 'When the key stops (or stopped) working' },
     rotatedFrom: { type: ['string', 'null'] },
   },
 } as const;
@@ -40,6 +48,8 @@ const masterOnly = async (request: FastifyRequest) => {
 export default async function projectsPlugin(app: FastifyInstance): Promise<void> {
   const { store, keys, now } = app.ctx;
   acceptJsonOnly(app);
+
+  registerClientSecretRoutes(app);
 
   const projectOr404 = async (projectId: string) => {
     const project = await store.projects.get(projectId);
@@ -151,29 +161,41 @@ export default async function projectsPlugin(app: FastifyInstance): Promise<void
     async (request) => {
       await projectOr404(request.params.projectId);
       const rows = await store.projects.listKeys(request.params.projectId);
-      return { success: true, keys: rows.map(toKeyView) };
+      const at = now();
+      return { success: true, keys: rows.map((r) => toKeyView(r, at)) };
     },
   );
 
   app.post<{
     Params: { projectId: string; keyId: string };
-    Body: { credentialClass?: ProjectKeyClass; credentialLabel?: string } | undefined;
+    Body: { credentialClass?: ProjectKeyClass; credentialLabel?: string; graceSeconds?: number } | undefined;
   }>(
     '/v1/projects/:projectId/keys/:keyId/rotate',
     {
       onRequest: masterOnly,
       schema: {
         tags: ['keys'],
-        summary: 'Replace a key with a new one; the old key stops working at once (master key)',
-        description: 'credentialClass defaults to the old key class; it may change (spec 4.3: rotation takes credentialClass).',
+        summary: 'Replace a key with a new one; the old key stops working at once or after graceSeconds (master key)',
+        description:
+          'credentialClass defaults to the old key class; it may change (spec 4.3: rotation takes credentialClass). ' +
+          'graceSeconds (default 0, at most 30 days) keeps the old key working that long, on every instance, so clients ' +
+          'holding it switch over without a 401; DELETE on the old key ends the grace period at once.',
         params: { type: 'object', properties: { projectId: projectIdParam, keyId: keyIdParam }, required: ['projectId', 'keyId'] },
         body: {
           type: ['object', 'null'],
           additionalProperties: false,
-          properties: { credentialClass: projectKeyClass, credentialLabel: label },
+          properties: { credentialClass: projectKeyClass, credentialLabel: label, graceSeconds: GRACE_SECONDS },
         },
         response: {
-          201: { type: 'object', properties: { success: { type: 'boolean' }, key: issuedKey, revokedKeyId: { type: 'string' } } },
+          201: {
+            type: 'object',
+            properties: {
+              success: { type: 'boolean' },
+              key: issuedKey,
+              revokedKeyId: { type: 'string' },
+              oldKeyRevokedAt: { type: 'string', description: 'When the old key stops working (now, or the end of the grace period)' },
+            },
+          },
           ...errorResponses(400, 401, 403, 404, 413, 415),
         },
       },
@@ -187,13 +209,17 @@ export default async function projectsPlugin(app: FastifyInstance): Promise<void
       const credentialClass = request.body?.credentialClass ?? (old.credentialClass as ProjectKeyClass);
       const label = request.body?.credentialLabel ?? old.label;
       const replacement = issueKey(projectId, credentialClass, label, at, old.id);
-      if (!(await store.projects.rotateKey(projectId, keyId, replacement.row, at)))
+      const revokeAt = at + (request.body?.graceSeconds ?? 0) * 1000;
+      if (!(await store.projects.rotateKey(projectId, keyId, replacement.row, at, revokeAt)))
         throw new ApiError('not_found', `key ${keyId} was revoked meanwhile; create a new key instead`);
       await keys.invalidateEverywhere(old.keyHash);
-      request.log.info({ projectId, keyId, newKeyId: replacement.row.id }, 'key rotated');
-      return reply
-        .code(201)
-        .send({ success: true, key: { ...toKeyView(replacement.row), apiKey: replacement.apiKey }, revokedKeyId: keyId });
+      request.log.info({ projectId, keyId, newKeyId: replacement.row.id, revokeAt }, 'key rotated');
+      return reply.code(201).send({
+        success: true,
+        key: { ...toKeyView(replacement.row, at), apiKey: replacement.apiKey },
+        revokedKeyId: keyId,
+        oldKeyRevokedAt: new Date(revokeAt).toISOString(),
+      });
     },
   );
 
@@ -219,7 +245,7 @@ export default async function projectsPlugin(app: FastifyInstance): Promise<void
       if (!row) throw new ApiError('not_found', `no key ${keyId} in project ${projectId}`);
       await keys.invalidateEverywhere(row.keyHash);
       request.log.info({ projectId, keyId }, 'key revoked');
-      return { success: true, key: toKeyView(row) };
+      return { success: true, key: toKeyView(row, now()) };
     },
   );
 }

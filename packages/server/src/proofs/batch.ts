@@ -37,12 +37,13 @@ export function backoffDelay(attempts: number, baseMs: number, maxMs: number): n
 }
 
 /**
- * Leaf order of a batch: by the time the log became final, then by log id. Any instance that
- * claims the same set builds the same tree, and a receipt's leafIndex is reproducible from the
- * logs alone.
+ * Leaf order of a batch: by the time the log became final, then by log id, then by project id
+ * (log ids are unique per project only, migration 005). Any instance that claims the same set
+ * builds the same tree, and a receipt's leafIndex is reproducible from the logs alone.
  */
 export function orderLeaves(leaves: readonly ClaimedLeaf[]): ClaimedLeaf[] {
-  return [...leaves].sort((a, b) => a.eligibleAt - b.eligibleAt || (a.logId < b.logId ? -1 : a.logId > b.logId ? 1 : 0));
+  const cmp = (x: string, y: string): number => (x < y ? -1 : x > y ? 1 : 0);
+  return [...leaves].sort((a, b) => a.eligibleAt - b.eligibleAt || cmp(a.logId, b.logId) || cmp(a.projectId, b.projectId));
 }
 
 /** A built batch tree whose leaves are materialised on demand (a 100,000-leaf batch never holds every path at once). */

@@ -5,7 +5,7 @@
  *
  * Guarantees, and what gives them:
  * - A leaf is in exactly one batch: the claim is an UPDATE … WHERE proof_batch_id IS NULL in the
- *   batch's transaction, and `proof_receipts.log_id` is a primary key.
+ *   batch's transaction, and `proof_receipts` (project_id, log_id) is a primary key.
  * - One batch per window: `proof_batches.window_start` is unique, and on PostgreSQL every pass
  *   runs under a session advisory lock, so with several instances one seals and the others wait
  *   (their logs are in the same table, so they are claimed by whichever instance leads).
@@ -22,6 +22,7 @@ import type { ProofBatchRow } from '../store/index.js';
 import type { TimestampWitness } from '../tsa/witness.js';
 import type { LedgerWitness } from '../ledger/witness.js';
 import { backoffDelay, buildBatchTree, lastClosedWindow, nextCloseAt } from './batch.js';
+import { metrics } from '../metrics/registry.js';
 
 /** Settings of a {@link ProofBatcher}. */
 export interface ProofBatcherOptions {
@@ -108,6 +109,7 @@ export class ProofBatcher {
       });
       if (claimed) {
         out.claimed = claimed;
+        metrics.proofBatchLeaves.observe(claimed.treeSize);
         this.#o.log.debug({ batchId: claimed.id, treeSize: claimed.treeSize, windowStart: window.start }, 'proof batch claimed');
       }
       for (const batch of await store.proofs.dueBatches(this.#o.now())) {
@@ -134,6 +136,7 @@ export class ProofBatcher {
         await store.proofs.saveLedgerEntry(batch.id, entry, this.#o.now());
       }
       log.info({ batchId: batch.id, treeSize: batch.treeSize, merkleRoot: batch.merkleRoot }, 'proof batch sealed');
+      metrics.proofSealDelay.observe(Math.max(0, this.#o.now() - batch.windowEnd) / 1000);
       return true;
     } catch (err) {
       const delay = backoffDelay(batch.attempts, this.#o.retryBaseMs, this.#o.retryMaxMs);

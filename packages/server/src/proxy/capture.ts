@@ -4,6 +4,7 @@
  * incremental SHA-256, so a record of a truncated answer still pins down exactly what was sent.
  */
 import { createHash, type Hash } from 'node:crypto';
+import { inspectJson, MAX_JSON_DEPTH } from '@countersign/core';
 
 /** Spec 8: at most this many response bytes are held for the log. */
 export const CAPTURE_LIMIT_BYTES = 2 * 1024 * 1024;
@@ -23,7 +24,11 @@ export interface CapturedBody {
   sha256: string;
   /** True when the body was longer than the capture limit and the record holds only its start. */
   truncated: boolean;
-  /** The body as JSON (when it is complete, declared JSON and parses). */
+  /**
+   * The body as JSON: only when it is complete, declared JSON, at most {@link MAX_JSON_DEPTH}
+   * deep and LOSSLESS (every number exactly a double, no duplicate keys), so that the record's
+   * canonical JSON says exactly what was sent. Anything else is kept as `bodyText`.
+   */
   body?: unknown;
   /** The body as text (UTF-8), when it is not JSON. */
   bodyText?: string;
@@ -33,8 +38,11 @@ export interface CapturedBody {
   events?: SseEvent[];
 }
 
-/** Accumulates one upstream body. Call {@link add} per chunk, then {@link finish} once. */
-export class ResponseCapture {
+/**
+ * Accumulates one body (an upstream's answer, or a caller's streamed request body in forward
+ * mode). Call {@link add} per chunk, then {@link finish} once.
+ */
+export class BodyCapture {
   readonly #hash: Hash = createHash('sha256');
   readonly #chunks: Buffer[] = [];
   #held = 0;
@@ -86,11 +94,13 @@ export class ResponseCapture {
       return out;
     }
     if (!this.#truncated && /[/+]json\b/.test(type)) {
-      try {
+      // A hostile or odd upstream ({"n":1e400}, 20,000-deep arrays, duplicate keys, 64-bit ids)
+      // must not be able to break the record or have it certify a value it did not send: such a
+      // body is recorded as the text it is, with the SHA-256 above pinning its bytes.
+      const inspected = inspectJson(raw, { maxDepth: MAX_JSON_DEPTH });
+      if (inspected.ok && inspected.value.lossless) {
         out.body = JSON.parse(text) as unknown;
         return out;
-      } catch {
-        // Declared JSON but is not: keep the text as it came.
       }
     }
     out.bodyText = text;

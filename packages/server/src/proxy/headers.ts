@@ -90,18 +90,40 @@ export function isStrippedRequestHeader(name: string): boolean {
   );
 }
 
+/** How the caller reached the proxy: it decides who owns `Authorization` (see {@link upstreamRequestHeaders}). */
+export type ProxyMode = 'proxy' | 'forward';
+
 /**
- * The headers sent upstream for a caller's request. The body is always JSON we serialise, so
- * `content-type` defaults to `application/json`.
+ * The headers sent upstream for a caller's request.
+ *
+ * - `proxy` (`POST /v1/proxy`): `Authorization` carries OUR key, so it is dropped and
+ *   `X-Service-Upstream-Authorization` becomes the upstream's; the body is the `payload` member,
+ *   re-framed by us, so `content-type` defaults to `application/json` and `content-length` is ours.
+ * - `forward` (`/v1/forward/…`): our key travels in `X-Service-Key`, so `Authorization` (the SDK's
+ *   own provider key) goes upstream untouched, as does the body's framing (`content-length`,
+ *   `content-encoding`, `content-type`): the body is streamed byte for byte.
  */
-export function upstreamRequestHeaders(incoming: IncomingHttpHeaders, hasBody: boolean): Record<string, string | string[]> {
+export function upstreamRequestHeaders(
+  incoming: IncomingHttpHeaders,
+  hasBody: boolean,
+  mode: ProxyMode = 'proxy',
+): Record<string, string | string[]> {
   const out: Record<string, string | string[]> = {};
   const named = connectionNamed(incoming.connection);
+  const forward = mode === 'forward';
   for (const name in incoming) {
     const value = incoming[name];
     if (value === undefined) continue;
+    if (forward && FORWARDED_AS_IS.has(name)) {
+      if (!named.has(name)) out[name] = value;
+      continue;
+    }
     if (isStrippedRequestHeader(name) || named.has(name.toLowerCase())) continue;
     out[name] = value;
+  }
+  if (forward) {
+    if (!hasBody) delete out['content-length'];
+    return out;
   }
   const upstreamAuth = incoming[HEADERS.upstreamAuthorization];
   if (typeof upstreamAuth === 'string' && upstreamAuth !== '') out.authorization = upstreamAuth;
@@ -113,8 +135,12 @@ export function upstreamRequestHeaders(incoming: IncomingHttpHeaders, hasBody: b
   return out;
 }
 
+/** Headers that forward mode passes upstream although `/v1/proxy` re-makes or owns them. */
+const FORWARDED_AS_IS = new Set(['authorization', 'content-length', 'content-encoding']);
+
 /**
- * The upstream's response headers as passed back: hop-by-hop and Connection-named ones removed;
+ * The upstream's response headers as passed back: hop-by-hop and Connection-named ones removed,
+ * and every `X-Service-*` header (ours alone);
  * `content-length` too when no body can follow (the caller's request to us is never HEAD).
  */
 export function downstreamResponseHeaders(upstream: IncomingHttpHeaders, opts: { bodyless: boolean }): Record<string, string | string[]> {
@@ -125,6 +151,9 @@ export function downstreamResponseHeaders(upstream: IncomingHttpHeaders, opts: {
     if (value === undefined) continue;
     const lower = name.toLowerCase();
     if (HOP_BY_HOP.has(lower) || named.has(lower)) continue;
+    // Our header namespace is ours: an upstream must not be able to speak in our name
+    // (a forged X-Service-Log-ID would point the caller at another record).
+    if (normalise(lower).startsWith('x-service-')) continue;
     if (opts.bodyless && lower === 'content-length') continue;
     out[lower] = value;
   }

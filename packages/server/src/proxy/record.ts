@@ -1,38 +1,48 @@
 /**
- * The audit record of a proxied call. The decrypted payload (JCS, with a random `nonce`) holds
- * the request half from the write-ahead record on, and the response half, timings and outcome
- * once the exchange ends:
+ * The audit record of a proxied call (`POST /v1/proxy` and forward mode alike). The decrypted
+ * payload (JCS, with a random `nonce`) holds the request half from the write-ahead record on,
+ * and the response half, timings and outcome once the exchange ends:
  *
  * ```
- * { nonce, source: "proxy", outcome,
- *   request:  { method, target, headers (secrets redacted), body },
+ * { nonce, source: "proxy", via: "proxy" | "forward", outcome,
+ *   request:  { method, target, headers (secrets redacted),
+ *               bytes, sha256, truncated, body | bodyText | bodyBase64 },
  *   response: { status, headers (secrets redacted), bytes, sha256, truncated, body | bodyText | bodyBase64 | events },
- *   timings:  { firstByteMs, totalMs }, error? }
+ *   timings:  { firstByteMs, firstChunkMs, totalMs }, llm?, agentRationale?, error? }
  * ```
- * Only the envelope and its hash reach the store.
+ * `request.sha256` is the SHA-256 of the exact bytes sent upstream; `body` appears only when
+ * those bytes are JSON that canonical JSON keeps exactly (else `bodyText`, or `bodyBase64` for
+ * bytes that are not UTF-8). In forward mode the write-ahead record has no body yet (it has not
+ * arrived); the final record has it. Only the envelope and its hash reach the store.
  */
 import { canonicalize, sealBytes, sha256Hex, toHex, utf8, type EnvelopeKey } from '@countersign/core';
 import type { NewLog } from '../store/index.js';
 import type { CapturedBody } from './capture.js';
 import { redactHeaders } from './headers.js';
 import type { ExchangeOutcome, ExchangeResult } from './upstream.js';
+import type { LlmSummary } from './llm/index.js';
 
-/** Request metadata as recorded. */
-export interface RecordedRequest {
+/** Request metadata as recorded; the body members are those of {@link CapturedBody}. */
+export interface RecordedRequest extends Partial<CapturedBody> {
   method: string;
   target: string;
   headers: Record<string, string | string[]>;
-  body: unknown;
 }
 
 /** The decrypted proxy payload. */
 export interface ProxyPayload {
   nonce: string;
   source: 'proxy';
+  /** Which door the call came through: `POST /v1/proxy` or `/v1/forward/…`. */
+  via: 'proxy' | 'forward';
   outcome: ExchangeOutcome | 'pending';
   request: RecordedRequest;
   response?: { status: number; headers: Record<string, string | string[]> } & CapturedBody;
-  timings?: { firstByteMs?: number; totalMs: number };
+  timings?: { firstByteMs?: number; firstChunkMs?: number; totalMs: number };
+  /** What a recognised LLM API call was (proxy/llm): provider, model, usage, finish reason. */
+  llm?: LlmSummary;
+  /** The `X-Agent-Rationale` header as the client sent it (already an envelope of the client's). */
+  agentRationale?: string;
   error?: string;
 }
 
@@ -121,10 +131,14 @@ export function statusOf(outcome: ExchangeOutcome): 'complete' | 'failed' | 'int
   return 'failed';
 }
 
-/** The full payload of a finished exchange. */
-export function finalPayload(pending: ProxyPayload, result: ExchangeResult, totalMs: number): ProxyPayload {
-  const out: ProxyPayload = { ...pending, outcome: result.outcome, timings: { totalMs: round(totalMs) } };
+/**
+ * The full payload of a finished exchange. `request` replaces the pending request half when the
+ * body was streamed (forward mode) and is only known now.
+ */
+export function finalPayload(pending: ProxyPayload, result: ExchangeResult, totalMs: number, request = pending.request): ProxyPayload {
+  const out: ProxyPayload = { ...pending, request, outcome: result.outcome, timings: { totalMs: round(totalMs) } };
   if (result.firstByteMs !== undefined) out.timings!.firstByteMs = round(result.firstByteMs);
+  if (result.firstChunkMs !== undefined) out.timings!.firstChunkMs = round(result.firstChunkMs);
   if (result.status !== undefined && result.upstreamHeaders) {
     const h = result.upstreamHeaders;
     const body = result.capture.finish(first(h['content-type']), first(h['content-encoding']));
@@ -138,6 +152,7 @@ function first(v: string | string[] | undefined): string | undefined {
   return Array.isArray(v) ? v[0] : v;
 }
 
-function round(ms: number): number {
+/** Milliseconds to the microsecond, as recorded. */
+export function round(ms: number): number {
   return Math.round(ms * 1000) / 1000;
 }

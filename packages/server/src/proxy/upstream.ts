@@ -2,12 +2,13 @@
  * Talking to upstreams: one undici Agent (pooled keep-alive connections per origin) whose
  * connector asks the {@link TargetGuard} for the checked addresses of the host and dials one of
  * THOSE (never a fresh DNS answer), and a dispatch handler that streams the answer to the caller
- * as it arrives (no buffering; backpressure flows both ways) while a {@link ResponseCapture}
+ * as it arrives (no buffering; backpressure flows both ways) while a {@link BodyCapture}
  * keeps what the audit record needs.
  */
 import type { ServerResponse } from 'node:http';
+import type { Readable } from 'node:stream';
 import { Agent, buildConnector, type Dispatcher } from 'undici';
-import { ResponseCapture } from './capture.js';
+import { BodyCapture } from './capture.js';
 import { downstreamResponseHeaders } from './headers.js';
 import { TargetBlockedError, type TargetGuard } from './ssrf.js';
 
@@ -78,9 +79,11 @@ export interface ExchangeResult {
   status?: number;
   /** The headers passed back to the caller (hop-by-hop removed, before X-Service-Log-ID), for the record. */
   upstreamHeaders?: Record<string, string | string[] | undefined>;
-  capture: ResponseCapture;
+  capture: BodyCapture;
   /** ms from dispatch to the upstream's response headers. */
   firstByteMs?: number;
+  /** ms from dispatch to the first chunk of the response body (a stream's first event or token). */
+  firstChunkMs?: number;
   /** A description of the failure without secrets (error class and code). */
   error?: string;
 }
@@ -121,9 +124,16 @@ export interface ExchangeRequest {
   path: string;
   method: Dispatcher.HttpMethod;
   headers: Record<string, string | string[]>;
-  body: Buffer | null;
+  /** The exact bytes to send, or the caller's body as it streams in (forward mode), or none. */
+  body: Buffer | Readable | null;
   /** Headers added to the caller's answer (X-Service-Log-ID). */
   extraHeaders: Record<string, string>;
+  /**
+   * True when the caller's own request is HEAD (forward mode): its answer keeps the upstream's
+   * Content-Length. When only the upstream call is HEAD (`/v1/proxy` with method HEAD), the
+   * caller's POST must not be told to wait for bytes that will never come.
+   */
+  callerHead?: boolean;
 }
 
 /**
@@ -133,7 +143,7 @@ export interface ExchangeRequest {
  * after the outcome is committed.
  */
 export class Exchange implements Dispatcher.DispatchHandler {
-  readonly capture = new ResponseCapture();
+  readonly capture = new BodyCapture();
   readonly done: Promise<ExchangeResult>;
   #resolve!: (r: ExchangeResult) => void;
   #controller: Dispatcher.DispatchController | undefined;
@@ -188,7 +198,7 @@ export class Exchange implements Dispatcher.DispatchHandler {
     this.#result.firstByteMs = performance.now() - this.#started;
     this.#result.status = statusCode;
     const bodyless = this.req.method === 'HEAD' || statusCode === 204 || statusCode === 304;
-    const out = downstreamResponseHeaders(headers, { bodyless });
+    const out = downstreamResponseHeaders(headers, { bodyless: bodyless && this.req.callerHead !== true });
     this.#result.upstreamHeaders = { ...out };
     const declared = headers['content-length'];
     if (!bodyless && typeof declared === 'string' && /^\d+$/.test(declared)) this.#expectedLength = Number(declared);
@@ -201,6 +211,7 @@ export class Exchange implements Dispatcher.DispatchHandler {
   }
 
   onResponseData(controller: Dispatcher.DispatchController, chunk: Buffer): void {
+    if (this.#result.firstChunkMs === undefined) this.#result.firstChunkMs = performance.now() - this.#started;
     this.capture.add(chunk);
     // With Content-Length the caller knows the answer is over at its last byte, so that byte waits
     // for the outcome's commit (see endResponse); a chunked answer ends with res.end() anyway.

@@ -10,6 +10,7 @@ import fp from 'fastify-plugin';
 import type { FastifyInstance } from 'fastify';
 import { ApiError } from '../errors.js';
 import { TokenBuckets } from './token-bucket.js';
+import { metrics } from '../metrics/registry.js';
 
 async function rateLimitPlugin(app: FastifyInstance): Promise<void> {
   const rate = app.ctx.config.rateLimit;
@@ -21,6 +22,7 @@ async function rateLimitPlugin(app: FastifyInstance): Promise<void> {
     const id = p.kind === 'key' ? p.keyId : `embed:${p.projectId}`;
     const verdict = buckets.take(id, app.ctx.now());
     if (!verdict.allowed) {
+      metrics.rateLimited.inc({ route: request.routeOptions.url ?? 'unmatched' });
       throw new ApiError('rate_limited', `this key is over ${rate} requests per second; retry after ${verdict.retryAfterSeconds} s`, {
         headers: { 'retry-after': String(verdict.retryAfterSeconds) },
       });

@@ -5,20 +5,23 @@
 import { sql, type Kysely } from 'kysely';
 import type pg from 'pg';
 import type { Database } from './schema.js';
-import { openDatabase, type Dialect, type OpenStoreOptions } from './open.js';
+import { DEFAULT_STORE_TIMEOUT_MS, openDatabase, type Dialect, type OpenStoreOptions } from './open.js';
 import { ProjectRepository } from './projects.js';
 import { LogRepository } from './logs.js';
 import { ProxyOutcomeRepository } from './proxy-outcomes.js';
-import { SqliteHotWrites } from './hot-writes.js';
-import type { WalCheckpointer } from './checkpointer.js';
+import { LogWriter } from './log-writer.js';
 import { EventRepository } from './events.js';
 import { Notifier } from './notify.js';
 import { InstanceLiveness } from './instances.js';
 import { TsaTokenRepository, WitnessKeyRepository } from './tsa-witness.js';
 import { LedgerRepository } from './ledger.js';
 import { ProofRepository } from './proofs.js';
+import { WebhookRepository } from './webhooks.js';
+import { RetentionRepository } from './retention.js';
 
 export type { Dialect, OpenStoreOptions } from './open.js';
+export { DEFAULT_STORE_TIMEOUT_MS } from './open.js';
+export { StoreTimeoutError } from './log-writer.js';
 export type { ProjectRow, ApiKeyRow } from './projects.js';
 export type { NewLog, LogRow, LogCompletion, LogFilter } from './logs.js';
 export type { EventRow } from './events.js';
@@ -26,6 +29,8 @@ export type { NotifyChannel, NotifyHandler } from './notify.js';
 export type { NewTsaToken } from './tsa-witness.js';
 export { DuplicateLedgerEntryError, type LedgerEntryRow } from './ledger.js';
 export type { ProofBatchRow, ProofBatchState, StoredReceipt, ClaimedLeaf, PlacedLeaf } from './proofs.js';
+export type { WebhookRow, DeliveryRow, AttemptRow, AttemptResult } from './webhooks.js';
+export type { PurgeBatch, ProjectDeletion } from './retention.js';
 
 /** The open store with its repositories. */
 export class Store {
@@ -49,6 +54,10 @@ export class Store {
   readonly proxyOutcomes: ProxyOutcomeRepository;
   /** This instance's id and liveness lock (who owes the outcome of a pending proxy record). */
   readonly instance: InstanceLiveness;
+  /** Outbound webhooks, their deliveries and delivery log (migration 008). */
+  readonly webhooks: WebhookRepository;
+  /** Retention settings, the expiry purge and project deletion (migration 009). */
+  readonly retention: RetentionRepository;
 
   private constructor(
     /** Kysely handle: for repositories inside `store/` only. */
@@ -57,27 +66,29 @@ export class Store {
     readonly dialect: Dialect,
     /** The PostgreSQL pool, when the dialect is postgres. */
     readonly pgPool: pg.Pool | undefined,
-    hot: SqliteHotWrites | undefined,
-    private readonly checkpointer: WalCheckpointer | undefined,
+    /** The hot-path writer (log inserts and proxy outcomes, off the event loop). */
+    private readonly writer: LogWriter,
     /** The SQLite data directory's lock (data-dir-lock.ts), released by close(). */
     private readonly dataDirLock: { close(): unknown } | undefined,
   ) {
     this.projects = new ProjectRepository(db);
-    this.logs = new LogRepository(db, hot);
+    this.logs = new LogRepository(db, writer);
     this.events = new EventRepository(db);
     this.notifier = new Notifier(pgPool);
     this.witnessKeys = new WitnessKeyRepository(db);
     this.tsaTokens = new TsaTokenRepository(db);
     this.ledger = new LedgerRepository(db, dialect);
     this.proofs = new ProofRepository(db, pgPool);
-    this.proxyOutcomes = new ProxyOutcomeRepository(db, hot);
+    this.proxyOutcomes = new ProxyOutcomeRepository(writer);
     this.instance = new InstanceLiveness(pgPool);
+    this.webhooks = new WebhookRepository(db, dialect);
+    this.retention = new RetentionRepository(db, pgPool);
   }
 
   /** Opens (and migrates) the store described by `options`. */
   static async open(options: OpenStoreOptions): Promise<Store> {
-    const { db, dialect, pgPool, sqlite, checkpointer, dataDirLock } = await openDatabase(options);
-    const store = new Store(db, dialect, pgPool, sqlite ? new SqliteHotWrites(db, sqlite) : undefined, checkpointer, dataDirLock);
+    const { db, dialect, pgPool, writer, dataDirLock } = await openDatabase(options);
+    const store = new Store(db, dialect, pgPool, new LogWriter(writer!, options.timeoutMs ?? DEFAULT_STORE_TIMEOUT_MS), dataDirLock);
     try {
       await store.notifier.start();
       await store.instance.start();
@@ -107,9 +118,8 @@ export class Store {
   }
 
   /** Waits for every queued write (log inserts and proxy outcomes). */
-  async drain(): Promise<void> {
-    await this.logs.drain();
-    await this.proxyOutcomes.drain();
+  drain(): Promise<void> {
+    return this.writer.drain();
   }
 
   /** Waits for queued writes, then closes connections. */
@@ -117,7 +127,7 @@ export class Store {
     await this.drain();
     await this.instance.close();
     await this.notifier.close();
-    await this.checkpointer?.stop();
+    await this.writer.close();
     await this.db.destroy();
     this.dataDirLock?.close();
   }

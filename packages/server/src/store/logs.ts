@@ -1,11 +1,12 @@
 /**
- * Audit log entries. Inserts go through group commit; an entry's `id` is unique across the
- * store, which is what makes a client's retry idempotent.
+ * Audit log entries. Inserts go through the log writer (log-writer.ts: group commit off the
+ * event loop, with the store deadline); reads use the main connection. An entry's `id` is unique within its
+ * project (migration 005), which is what makes a client's retry idempotent without telling one
+ * project which ids another has used.
  */
-import type { Kysely } from 'kysely';
+import { sql, type Kysely, type SelectQueryBuilder } from 'kysely';
 import type { Database, LogsTable } from './schema.js';
-import { GroupCommitQueue } from './group-commit.js';
-import type { LogInsertRow, SqliteHotWrites } from './hot-writes.js';
+import type { LogWriter } from './log-writer.js';
 import type { InstanceLiveness } from './instances.js';
 
 /** A log entry to insert. `payload` is the envelope JSON text. */
@@ -34,6 +35,10 @@ export interface NewLog {
 export interface LogRow extends NewLog {
   seq: number;
   completedAt: number | null;
+  /** Plain timing of a proxied exchange (null until its outcome, and for `/v1/log` entries). */
+  upstreamStatus: number | null;
+  firstByteMs: number | null;
+  durationMs: number | null;
 }
 
 /** The final state of a proxied exchange, written when it ends. */
@@ -42,6 +47,10 @@ export interface LogCompletion {
   payload: string;
   payloadHash: string | null;
   completedAt: number;
+  /** Plain timing of the exchange (migration 007): upstream status, ms to its first byte, ms in all. */
+  upstreamStatus?: number | null;
+  firstByteMs?: number | null;
+  durationMs?: number | null;
 }
 
 /** Filters of the log listing (DESIGN "Paths"). */
@@ -59,55 +68,28 @@ export interface LogFilter {
 
 /** Data access for log entries. */
 export class LogRepository {
-  readonly #inserts: GroupCommitQueue<NewLog, boolean>;
-
   constructor(
     private readonly db: Kysely<Database>,
-    private readonly hot?: SqliteHotWrites,
-  ) {
-    this.#inserts = new GroupCommitQueue((batch) => this.#insertBatch(batch));
-  }
+    private readonly writer: LogWriter,
+  ) {}
 
   /**
    * Inserts one entry, sharing a transaction with concurrent inserts.
-   * @returns true when inserted, false when an entry with this id already existed.
+   * @returns true when inserted, false when an entry with this id already existed in its project.
+   * @throws StoreTimeoutError past the store deadline, or the store's error (both: 503).
    */
   insert(log: NewLog): Promise<boolean> {
-    return this.#inserts.submit(log);
+    return this.writer.insert(log);
   }
 
-  /** Inserts many entries (each idempotent on id); returns, per entry, whether it was new. */
+  /** Inserts many entries (each idempotent on project and id); returns, per entry, whether it was new. */
   insertMany(logs: NewLog[]): Promise<boolean[]> {
-    return Promise.all(logs.map((l) => this.#inserts.submit(l)));
+    return Promise.all(logs.map((l) => this.writer.insert(l)));
   }
 
-  /** Waits for every queued insert. */
+  /** Waits for every queued insert (and outcome: they share the writer). */
   drain(): Promise<void> {
-    return this.#inserts.drain();
-  }
-
-  async #insertBatch(batch: NewLog[]): Promise<boolean[]> {
-    // Duplicate ids inside one batch: the first wins, the rest report "existed".
-    const firstIndex = new Map<string, number>();
-    batch.forEach((l, i) => firstIndex.has(l.id) || firstIndex.set(l.id, i));
-    const unique = [...firstIndex.values()].map((i) => batch[i]!);
-    if (this.hot) {
-      const inserted = await this.hot.insertLogs(unique.map(toInsertRow));
-      return batch.map((l, i) => firstIndex.get(l.id) === i && inserted.has(l.id));
-    }
-    const inserted = new Set<string>();
-    await this.db.transaction().execute(async (tx) => {
-      for (let i = 0; i < unique.length; i += 200) {
-        const rows = await tx
-          .insertInto('logs')
-          .values(unique.slice(i, i + 200).map(toRow))
-          .onConflict((oc) => oc.column('id').doNothing())
-          .returning('id')
-          .execute();
-        for (const r of rows) inserted.add(r.id);
-      }
-    });
-    return batch.map((l, i) => firstIndex.get(l.id) === i && inserted.has(l.id));
+    return this.writer.drain();
   }
 
   /**
@@ -139,23 +121,16 @@ export class LogRepository {
     return r && fromRow(r);
   }
 
-  /** Entries by id, any project (for idempotency checks). */
-  async getMany(ids: string[]): Promise<LogRow[]> {
+  /** Entries of one project by id (idempotency checks: another project's ids are never seen). */
+  async getMany(projectId: string, ids: string[]): Promise<LogRow[]> {
     if (ids.length === 0) return [];
-    const rows = await this.db.selectFrom('logs').selectAll().where('id', 'in', ids).execute();
+    const rows = await this.db.selectFrom('logs').selectAll().where('project_id', '=', projectId).where('id', 'in', ids).execute();
     return rows.map(fromRow);
   }
 
   /** A page of a project's entries, newest first, after cursor `beforeSeq`. */
   async list(projectId: string, filter: LogFilter, limit: number, beforeSeq?: number): Promise<LogRow[]> {
-    let q = this.db.selectFrom('logs').selectAll().where('project_id', '=', projectId);
-    if (filter.traceId !== undefined) q = q.where('trace_id', '=', filter.traceId);
-    if (filter.actor !== undefined) q = q.where('actor', '=', filter.actor);
-    if (filter.actorType !== undefined) q = q.where('actor_type', '=', filter.actorType);
-    if (filter.action !== undefined) q = q.where('action', '=', filter.action);
-    if (filter.from !== undefined) q = q.where('received_at', '>=', filter.from);
-    if (filter.to !== undefined) q = q.where('received_at', '<', filter.to);
-    if (filter.handover !== undefined) q = q.where('credential_handover_detected', '=', filter.handover ? 1 : 0);
+    let q = filtered(this.db.selectFrom('logs').selectAll().where('project_id', '=', projectId), filter);
     if (beforeSeq !== undefined) q = q.where('seq', '<', beforeSeq);
     const rows = await q.orderBy('seq', 'desc').limit(limit).execute();
     return rows.map(fromRow);
@@ -173,32 +148,120 @@ export class LogRepository {
       .execute();
     return rows.map(fromRow);
   }
+
+  /**
+   * One page of the read API (log list, trace), bounded in size (issue 8: 50 entries of 9.5 MB
+   * made one listing answer 500 at 2.7 GB). Entries are read without their payload column, with
+   * its size. With `payloadBudget`, the page keeps the longest run of entries whose payloads fit
+   * in it (always at least one, so an entry larger than the budget is still readable), and only
+   * those rows are read again, whole, so that an entry's status, hash and payload agree.
+   */
+  async page(projectId: string, filter: LogFilter, options: LogPageOptions): Promise<LogPage> {
+    const newest = options.order === 'newest';
+    let q = filtered(
+      this.db
+        .selectFrom('logs')
+        .select([...SUMMARY_COLUMNS, sql<number | string>`octet_length(payload)`.as('payload_bytes')])
+        .where('project_id', '=', projectId),
+      filter,
+    );
+    if (options.cursorSeq !== undefined) q = q.where('seq', newest ? '<' : '>', options.cursorSeq);
+    const found = await q
+      .orderBy('seq', newest ? 'desc' : 'asc')
+      .limit(options.limit + 1)
+      .execute();
+    let rows = found.slice(0, options.limit);
+    let more = found.length > options.limit;
+    const budget = options.payloadBudget;
+    if (budget === undefined) {
+      const summaries = rows.map((r) => ({ ...fromRow({ ...r, payload: '' }), payload: undefined, payloadBytes: Number(r.payload_bytes) }));
+      return { rows: summaries, nextSeq: more ? rows[rows.length - 1]!.seq : null };
+    }
+    let spent = 0;
+    let n = 0;
+    while (n < rows.length && (n === 0 || spent + Number(rows[n]!.payload_bytes) <= budget)) spent += Number(rows[n++]!.payload_bytes);
+    if (n < rows.length) more = true;
+    rows = rows.slice(0, n);
+    if (rows.length === 0) return { rows: [], nextSeq: null };
+    const whole = await this.db
+      .selectFrom('logs')
+      .selectAll()
+      .where('project_id', '=', projectId)
+      .where(
+        'seq',
+        'in',
+        rows.map((r) => r.seq),
+      )
+      .execute();
+    const bySeq = new Map(whole.map((r) => [r.seq, r]));
+    // An entry purged in between (retention) drops out of the page; the cursor still moves past it.
+    const full = rows.flatMap((r) => {
+      const w = bySeq.get(r.seq);
+      return w ? [{ ...fromRow(w), payloadBytes: w.payload.length }] : [];
+    });
+    return { rows: full, nextSeq: more ? rows[rows.length - 1]!.seq : null };
+  }
 }
 
-function toRow(l: NewLog): Omit<LogsTable, 'seq'> {
-  return { ...toInsertRow(l), completed_at: null };
+/** Options of {@link LogRepository.page}. */
+export interface LogPageOptions {
+  /** `newest` first (the log list) or `oldest` first (a trace). */
+  order: 'newest' | 'oldest';
+  /** Most entries in the page. */
+  limit: number;
+  /** The cursor: entries before (newest first) or after (oldest first) this sequence number. */
+  cursorSeq?: number | undefined;
+  /** Read payloads, at most this many bytes of them in the page; undefined = no payloads. */
+  payloadBudget?: number | undefined;
 }
 
-function toInsertRow(l: NewLog): LogInsertRow {
-  return {
-    id: l.id,
-    project_id: l.projectId,
-    key_id: l.keyId,
-    received_at: l.receivedAt,
-    occurred_at: l.occurredAt,
-    actor: l.actor,
-    action: l.action,
-    trace_id: l.traceId,
-    actor_type: l.actorType,
-    credential_handover_detected: l.credentialHandoverDetected ? 1 : 0,
-    source: l.source,
-    status: l.status,
-    request_proof: l.requestProof ? 1 : 0,
-    payload_hash: l.payloadHash,
-    payload: l.payload,
-    metadata: l.metadata,
-    instance_id: l.instanceId ?? null,
-  };
+/** An entry of a page: `payload` only when the page reads payloads; `payloadBytes` always. */
+export type LogPageRow = Omit<LogRow, 'payload'> & { payload: string | undefined; payloadBytes: number };
+
+/** A page, and the sequence number to continue after (null on the last page). */
+export interface LogPage {
+  rows: LogPageRow[];
+  nextSeq: number | null;
+}
+
+/** Every column but `payload`: what a page reads first (the check below fails when a column is added and not listed). */
+const SUMMARY_COLUMNS = [
+  'seq',
+  'id',
+  'project_id',
+  'key_id',
+  'received_at',
+  'occurred_at',
+  'actor',
+  'action',
+  'trace_id',
+  'actor_type',
+  'credential_handover_detected',
+  'source',
+  'status',
+  'request_proof',
+  'payload_hash',
+  'metadata',
+  'completed_at',
+  'instance_id',
+  'upstream_status',
+  'first_byte_ms',
+  'duration_ms',
+] as const satisfies ReadonlyArray<Exclude<keyof LogsTable, 'payload'>>;
+const everyColumnListed: Exclude<Exclude<keyof LogsTable, 'payload'>, (typeof SUMMARY_COLUMNS)[number]> extends never ? true : never = true;
+void everyColumnListed;
+
+/** The listing filters on a query of `logs`. */
+function filtered<O>(query: SelectQueryBuilder<Database, 'logs', O>, filter: LogFilter): SelectQueryBuilder<Database, 'logs', O> {
+  let q = query;
+  if (filter.traceId !== undefined) q = q.where('trace_id', '=', filter.traceId);
+  if (filter.actor !== undefined) q = q.where('actor', '=', filter.actor);
+  if (filter.actorType !== undefined) q = q.where('actor_type', '=', filter.actorType);
+  if (filter.action !== undefined) q = q.where('action', '=', filter.action);
+  if (filter.from !== undefined) q = q.where('received_at', '>=', filter.from);
+  if (filter.to !== undefined) q = q.where('received_at', '<', filter.to);
+  if (filter.handover !== undefined) q = q.where('credential_handover_detected', '=', filter.handover ? 1 : 0);
+  return q;
 }
 
 function fromRow(r: Omit<LogsTable, 'seq'> & { seq: number }): LogRow {
@@ -221,5 +284,8 @@ function fromRow(r: Omit<LogsTable, 'seq'> & { seq: number }): LogRow {
     payload: r.payload,
     metadata: r.metadata,
     completedAt: r.completed_at,
+    upstreamStatus: r.upstream_status ?? null,
+    firstByteMs: r.first_byte_ms ?? null,
+    durationMs: r.duration_ms ?? null,
   };
 }

@@ -11,9 +11,9 @@ import { DedicatedConnection } from './dedicated-connection.js';
 export type NotifyHandler = (payload: string) => void;
 
 /** Channels are fixed names (they are SQL identifiers); payloads are under 8000 bytes. */
-export type NotifyChannel = 'countersign_events' | 'countersign_keys';
+export type NotifyChannel = 'countersign_events' | 'countersign_keys' | 'countersign_webhooks';
 
-const CHANNELS: readonly NotifyChannel[] = ['countersign_events', 'countersign_keys'];
+const CHANNELS: readonly NotifyChannel[] = ['countersign_events', 'countersign_keys', 'countersign_webhooks'];
 
 /** Publish/subscribe over LISTEN/NOTIFY, or in process. */
 export class Notifier {

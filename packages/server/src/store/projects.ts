@@ -11,6 +11,11 @@ export interface ProjectRow {
   name: string;
   clientSecret: string;
   createdAt: number;
+  /**
+   * The client secret replaced by the last rotation and when it stops verifying embed tokens
+   * (epoch ms); absent when no rotation grace period is running or it has ended.
+   */
+  previousClientSecret?: { secret: string; until: number } | undefined;
 }
 
 /** A key as stored (no secret). */
@@ -22,6 +27,7 @@ export interface ApiKeyRow {
   apiKeyPrefix: string;
   label: string | null;
   createdAt: number;
+  /** When the key stops (or stopped) working; later than now during a rotation grace period. */
   revokedAt: number | null;
   rotatedFrom: string | null;
 }
@@ -44,7 +50,37 @@ export class ProjectRepository {
   /** One project, or undefined. */
   async get(id: string): Promise<ProjectRow | undefined> {
     const r = await this.db.selectFrom('projects').selectAll().where('id', '=', id).executeTakeFirst();
-    return r && { id: r.id, name: r.name, clientSecret: r.client_secret, createdAt: r.created_at };
+    if (!r) return undefined;
+    const previous = r.client_secret_previous;
+    const until = r.client_secret_previous_until;
+    return {
+      id: r.id,
+      name: r.name,
+      clientSecret: r.client_secret,
+      createdAt: r.created_at,
+      previousClientSecret: previous && until !== null && until !== undefined ? { secret: previous, until } : undefined,
+    };
+  }
+
+  /**
+   * Replaces a project's client secret. With `previousUntil` later than now the replaced secret
+   * keeps verifying embed tokens until then; otherwise it stops at once. One statement: the
+   * replaced secret is read and moved inside the UPDATE (SQL evaluates every right-hand side
+   * against the old row), so two concurrent rotations cannot both keep the same old secret.
+   * Any earlier previous secret is dropped: its grace period ends now.
+   * @returns false when there is no such project.
+   */
+  async rotateClientSecret(projectId: string, secret: string, previousUntil: number | null): Promise<boolean> {
+    const r = await this.db
+      .updateTable('projects')
+      .set((eb) => ({
+        client_secret: secret,
+        client_secret_previous: previousUntil === null ? null : eb.ref('client_secret'),
+        client_secret_previous_until: previousUntil,
+      }))
+      .where('id', '=', projectId)
+      .executeTakeFirst();
+    return Number(r.numUpdatedRows) > 0;
   }
 
   /** Adds a key to a project. */
@@ -81,24 +117,31 @@ export class ProjectRepository {
     return rows.map(fromKeyRow);
   }
 
-  /** Marks a key revoked; returns false when it was already revoked or does not exist. */
+  /**
+   * Marks a key revoked at `at`; returns false when it was already revoked or does not exist.
+   * A key in a rotation grace period (revocation scheduled later) is revoked now.
+   */
   async revokeKey(projectId: string, keyId: string, at: number): Promise<boolean> {
     const r = await this.db
       .updateTable('api_keys')
       .set({ revoked_at: at })
       .where('project_id', '=', projectId)
       .where('id', '=', keyId)
-      .where('revoked_at', 'is', null)
+      .where((eb) => eb.or([eb('revoked_at', 'is', null), eb('revoked_at', '>', at)]))
       .executeTakeFirst();
     return Number(r.numUpdatedRows) > 0;
   }
 
-  /** Revokes `oldKeyId` and adds `replacement` in one transaction (rotation). */
-  async rotateKey(projectId: string, oldKeyId: string, replacement: ApiKeyRow, at: number): Promise<boolean> {
+  /**
+   * Schedules the revocation of `oldKeyId` at `revokeAt` (default `at`: at once; later for a
+   * grace period) and adds `replacement`, in one transaction (rotation). False when the old key
+   * was already revoked or rotated.
+   */
+  async rotateKey(projectId: string, oldKeyId: string, replacement: ApiKeyRow, at: number, revokeAt: number = at): Promise<boolean> {
     return this.db.transaction().execute(async (tx) => {
       const r = await tx
         .updateTable('api_keys')
-        .set({ revoked_at: at })
+        .set({ revoked_at: revokeAt })
         .where('project_id', '=', projectId)
         .where('id', '=', oldKeyId)
         .where('revoked_at', 'is', null)

@@ -50,6 +50,12 @@ export interface LogsTable {
   completed_at: number | null;
   /** The instance that owes the outcome of a `pending` proxy record (migration 004); null otherwise. */
   instance_id: string | null;
+  /** Upstream HTTP status of a proxied exchange (migration 007); null when none arrived. */
+  upstream_status?: number | null;
+  /** ms from sending upstream to the upstream's response headers (migration 007). */
+  first_byte_ms?: number | null;
+  /** ms from receiving the call to its end (migration 007). */
+  duration_ms?: number | null;
 }
 
 /** `events`: security events (spec 6). */

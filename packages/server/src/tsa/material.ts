@@ -1,22 +1,22 @@
 /**
  * Where the embedded witnesses (TSA and ledger) keep their key material, decided once here:
  *
- * - SQLite (one process, one data dir): PEM files in `<dataDir>/<name>/`, private keys mode 0600.
+ * - SQLite (one process, one data dir): PEM files in `<dataDir>/<name>/`, mode 0600 (folder 0700).
  * - PostgreSQL (possibly many instances): one row of `witness_keys` per witness, so every
  *   instance signs with the same identity. The first instance to start creates it; a second
  *   one starting at the same moment loses the insert race and adopts the stored material.
  *
- * Material is a flat object of named text values; names ending in `Key` are private keys
- * (written 0600), names ending in `Json` are JSON files, the rest PEM files.
+ * Material is a flat object of named text values; names ending in `Key` are private keys,
+ * names ending in `Json` are JSON files, the rest PEM files (all written 0600).
  */
 import fs from 'node:fs';
 import path from 'node:path';
 import type { AppContext } from '../app-context.js';
+import { makePrivateDir, writePrivateFile } from '../data-dir.js';
 
 /** Named PEM/text values of one witness (e.g. `{ rootCert, rootKey, tsaCert, tsaKey }`). */
 export type WitnessMaterial = Record<string, string>;
 
-const isPrivate = (field: string): boolean => field.endsWith('Key');
 // `rootCert` → root-cert.pem, `treeJson` → tree.json.
 const fileName = (field: string): string => {
   const kebab = field.replace(/[A-Z]/g, (c) => '-' + c.toLowerCase());
@@ -34,12 +34,13 @@ function readFiles(dir: string, fields: readonly string[]): WitnessMaterial | un
 }
 
 function writeFiles(dir: string, material: WitnessMaterial): void {
-  fs.mkdirSync(dir, { recursive: true, mode: 0o700 });
+  makePrivateDir(dir);
   for (const [field, text] of Object.entries(material)) {
-    // Write beside, then rename: a crash mid-write never leaves half a key behind.
+    // Write beside, then rename: a crash mid-write never leaves half a key behind. Every file is
+    // owner-only (0600, whatever the umask), certificates too: one rule for the whole data dir.
     const file = path.join(dir, fileName(field));
     const tmp = `${file}.${process.pid}.tmp`;
-    fs.writeFileSync(tmp, text, { mode: isPrivate(field) ? 0o600 : 0o644 });
+    writePrivateFile(tmp, text);
     fs.renameSync(tmp, file);
   }
 }

@@ -11,6 +11,7 @@ import { ApiError } from '../errors.js';
 import { checkTimestampResponse, TimestampCheckError } from './check.js';
 import { buildTimestampQuery, freshNonce, requestTimestamp } from './client.js';
 import { getEmbeddedTsa } from './embedded.js';
+import { countingFailures } from '../metrics/registry.js';
 
 /** A timestamp authority as the batcher sees it. */
 export interface TimestampWitness {
@@ -68,5 +69,7 @@ function externalWitness(ctx: AppContext, url: string): TimestampWitness {
 
 /** The TSA witness of `ctx`: embedded when `ctx.config.tsaUrl` is unset, else an RFC 3161 client to that URL. */
 export async function createTimestampWitness(ctx: AppContext): Promise<TimestampWitness> {
-  return ctx.config.tsaUrl ? externalWitness(ctx, ctx.config.tsaUrl) : embeddedWitness(ctx);
+  const witness = ctx.config.tsaUrl ? externalWitness(ctx, ctx.config.tsaUrl) : await embeddedWitness(ctx);
+  // Every failed timestamp counts in countersign_witness_failures_total{witness="tsa"}.
+  return { ...witness, timestamp: countingFailures('tsa', witness.timestamp) };
 }

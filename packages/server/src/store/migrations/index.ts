@@ -8,6 +8,11 @@ import * as m001 from './001_foundation.js';
 import * as m002 from './002_ledger.js';
 import * as m003 from './003_proofs.js';
 import * as m004 from './004_instances.js';
+import * as m005 from './005_project_scoped_ids.js';
+import * as m006 from './006_client_secret_rotation.js';
+import * as m007 from './007_exchange_timing.js';
+import * as m008 from './008_webhooks.js';
+import * as m009 from './009_retention.js';
 
 /** One migration: a name (sort order) and its `up`. */
 export interface Migration {
@@ -21,4 +26,9 @@ export const MIGRATIONS: Migration[] = [
   { name: '002_ledger', up: m002.up },
   { name: '003_proofs', up: m003.up },
   { name: '004_instances', up: m004.up },
+  { name: '005_project_scoped_ids', up: m005.up },
+  { name: '006_client_secret_rotation', up: m006.up },
+  { name: '007_exchange_timing', up: m007.up },
+  { name: '008_webhooks', up: m008.up },
+  { name: '009_retention', up: m009.up },
 ];

@@ -1,0 +1,181 @@
+/**
+ * The processes of the proxy benchmark, each pinned to a core with `taskset`: the upstream and
+ * this load generator on the load core, every proxy under test (Node floor, nginx, Countersign)
+ * on the proxy core, so that each proxy's figures are what one core does. Plus what is read
+ * from /proc about them (CPU time of all threads, RSS).
+ */
+import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import fs from 'node:fs';
+import net from 'node:net';
+import os from 'node:os';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+const rolesFile = path.join(path.dirname(fileURLToPath(import.meta.url)), 'roles.ts');
+
+/** Cores: PROXY_BENCH_LOAD_CORE (load generator + upstream, default 0) and PROXY_BENCH_PROXY_CORE (default 1). */
+export const CORES = {
+  load: process.env.PROXY_BENCH_LOAD_CORE ?? '0',
+  proxy: process.env.PROXY_BENCH_PROXY_CORE ?? (os.cpus().length > 1 ? '1' : '0'),
+};
+
+/** True when `taskset` is there to pin with (Linux util-linux). */
+export const CAN_PIN = spawnSync('taskset', ['-V']).status === 0;
+
+/** Pins this process (every thread) to the load core. */
+export function pinSelf(): void {
+  if (CAN_PIN) spawnSync('taskset', ['-a', '-p', '-c', CORES.load, String(process.pid)], { stdio: 'ignore' });
+}
+
+/** A running child and the JSON line it printed. */
+export interface Child {
+  name: string;
+  proc: ChildProcess;
+  info: Record<string, string>;
+  stop(): Promise<void>;
+}
+
+function pinned(core: string, command: string, args: string[]): [string, string[]] {
+  return CAN_PIN ? ['taskset', ['-c', core, command, ...args]] : [command, args];
+}
+
+/** Starts a role of roles.ts on `core`; resolves with the JSON line it prints once ready. */
+export async function startRole(
+  name: string,
+  role: string,
+  core: string,
+  env: Record<string, string> = {},
+  nodeFlags: string[] = [],
+): Promise<Child> {
+  const [cmd, args] = pinned(core, process.execPath, ['--conditions=development', '--import', 'tsx', ...nodeFlags, rolesFile]);
+  const proc = spawn(cmd, args, { env: { ...process.env, ...env, PROXY_BENCH_ROLE: role }, stdio: ['ignore', 'pipe', 'inherit'] });
+  const info = await new Promise<Record<string, string>>((resolve, reject) => {
+    let out = '';
+    proc.stdout!.on('data', (c: Buffer) => {
+      out += c.toString();
+      const line = out.split('\n').find((l) => l.startsWith('{'));
+      if (line) resolve(JSON.parse(line) as Record<string, string>);
+    });
+    proc.once('exit', (code) => reject(new Error(`${name} exited with ${code}`)));
+  });
+  return { name, proc, info, stop: () => stopProcess(proc) };
+}
+
+async function stopProcess(proc: ChildProcess): Promise<void> {
+  if (proc.exitCode !== null || proc.signalCode !== null) return;
+  const exited = new Promise<void>((r) => proc.once('exit', () => r()));
+  proc.kill('SIGTERM');
+  const timer = setTimeout(() => proc.kill('SIGKILL'), 10_000);
+  await exited;
+  clearTimeout(timer);
+}
+
+/** A free loopback port (bound and released: nginx cannot be told "any port"). */
+async function freePort(): Promise<number> {
+  const s = net.createServer();
+  await new Promise<void>((r) => s.listen(0, '127.0.0.1', r));
+  const port = (s.address() as net.AddressInfo).port;
+  await new Promise((r) => s.close(r));
+  return port;
+}
+
+async function waitForPort(port: number, proc: ChildProcess): Promise<void> {
+  for (let i = 0; i < 200; i++) {
+    if (proc.exitCode !== null) throw new Error(`nginx exited with ${proc.exitCode}`);
+    const ok = await new Promise<boolean>((r) => {
+      const c = net.connect(port, '127.0.0.1', () => (c.destroy(), r(true)));
+      c.on('error', () => r(false));
+    });
+    if (ok) return;
+    await new Promise((r) => setTimeout(r, 25));
+  }
+  throw new Error('nginx did not start listening');
+}
+
+/** The nginx binary, when installed. */
+export const NGINX = ['/usr/sbin/nginx', '/usr/local/sbin/nginx', '/usr/bin/nginx'].find((p) => fs.existsSync(p));
+
+/**
+ * nginx as a reverse proxy in front of `upstream`: one process (`master_process off`), upstream
+ * keepalive, no buffering (SSE passes event by event, as with the other proxies), no access log.
+ */
+export async function startNginx(upstream: string, core: string): Promise<Child> {
+  if (!NGINX) throw new Error('nginx is not installed');
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'proxy-bench-nginx-'));
+  const port = await freePort();
+  const up = new URL(upstream);
+  fs.writeFileSync(
+    path.join(dir, 'nginx.conf'),
+    `pid ${dir}/nginx.pid;
+error_log ${dir}/error.log error;
+events { worker_connections 4096; }
+http {
+  access_log off;
+  client_body_temp_path ${dir}/body;
+  proxy_temp_path ${dir}/proxy;
+  fastcgi_temp_path ${dir}/fastcgi;
+  uwsgi_temp_path ${dir}/uwsgi;
+  scgi_temp_path ${dir}/scgi;
+  keepalive_requests 1000000;
+  keepalive_timeout 60s;
+  upstream bench_upstream {
+    server ${up.hostname}:${up.port};
+    keepalive 128;
+  }
+  server {
+    listen 127.0.0.1:${port};
+    location / {
+      proxy_pass http://bench_upstream;
+      proxy_http_version 1.1;
+      proxy_set_header Connection "";
+      proxy_buffering off;
+      proxy_request_buffering off;
+    }
+  }
+}
+`,
+  );
+  const [cmd, args] = pinned(core, NGINX, [
+    '-p',
+    dir,
+    '-e',
+    path.join(dir, 'error.log'),
+    '-c',
+    path.join(dir, 'nginx.conf'),
+    '-g',
+    'daemon off; master_process off;',
+  ]);
+  const proc = spawn(cmd, args, { stdio: ['ignore', 'ignore', 'inherit'] });
+  await waitForPort(port, proc);
+  return {
+    name: 'nginx',
+    proc,
+    info: { url: `http://127.0.0.1:${port}` },
+    stop: async () => {
+      await stopProcess(proc);
+      fs.rmSync(dir, { recursive: true, force: true });
+    },
+  };
+}
+
+/** CPU seconds (user + system, every thread, live or exited) a process has used so far (Linux /proc). */
+export function cpuSeconds(pid: number): number {
+  const text = fs.readFileSync(`/proc/${pid}/stat`, 'utf8');
+  const fields = text.slice(text.lastIndexOf(')') + 2).split(' ');
+  return (Number(fields[11]) + Number(fields[12])) / 100; // utime, stime in USER_HZ (100) ticks
+}
+
+/** Resident set size of a process, bytes. */
+export function rssBytes(pid: number): number {
+  const m = /VmRSS:\s+(\d+) kB/.exec(fs.readFileSync(`/proc/${pid}/status`, 'utf8'));
+  return m ? Number(m[1]) * 1024 : 0;
+}
+
+/** Size of a file, 0 when absent. */
+export function fileSize(file: string): number {
+  try {
+    return fs.statSync(file).size;
+  } catch {
+    return 0;
+  }
+}

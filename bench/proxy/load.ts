@@ -1,0 +1,153 @@
+/**
+ * Load generation for the proxy benchmark: open loop at a fixed rate (latency from each
+ * request's SCHEDULED time, so a stall of the system under test is charged to every request it
+ * delays: no coordinated omission), closed-loop saturation, and SSE time to first event.
+ * Latencies go into HDR histograms in microseconds.
+ */
+import * as hdr from 'hdr-histogram-js';
+import { Pool } from 'undici';
+
+/** How one target is called: origin, path, method, headers, body. */
+export interface CallSpec {
+  origin: string;
+  path: string;
+  method: 'GET' | 'POST';
+  headers: Record<string, string>;
+  body?: string;
+}
+
+/** Histogram of microseconds, 1 µs to 60 s at 3 significant digits. */
+export function histogram(): hdr.Histogram {
+  return hdr.build({ lowestDiscernibleValue: 1, highestTrackableValue: 60_000_000, numberOfSignificantValueDigits: 3 });
+}
+
+/** A pooled client for one target (one per target, reused by every scenario). */
+export function clientFor(spec: CallSpec): Pool {
+  return new Pool(spec.origin, { connections: 256, pipelining: 1, keepAliveTimeout: 30_000 });
+}
+
+/** One call from `since` (a performance.now() time): [µs to headers, µs to the body's end]; throws on a non-200. */
+async function callOnce(pool: Pool, spec: CallSpec, since: number): Promise<[number, number]> {
+  const r = await pool.request({ path: spec.path, method: spec.method, headers: spec.headers, body: spec.body });
+  const headersAt = performance.now();
+  for await (const chunk of r.body) void chunk;
+  if (r.statusCode !== 200) throw new Error(`status ${r.statusCode}`);
+  return [(headersAt - since) * 1000, (performance.now() - since) * 1000];
+}
+
+/** What a fixed-rate run measured. */
+export interface RateRun {
+  /** Requests completed with 200. */
+  ok: number;
+  errors: number;
+  /** Latency from the scheduled send time to the end of the body, µs. */
+  total: hdr.Histogram;
+  /** From the scheduled send time to the response headers, µs. */
+  ttfb: hdr.Histogram;
+  /** Achieved completion rate, req/s. */
+  achievedRps: number;
+}
+
+/**
+ * Open loop: request i is due at start + i / rate; every due request is sent at once, whatever
+ * the answers to earlier ones do, and its latency counts from when it was due.
+ */
+export async function openLoop(pool: Pool, spec: CallSpec, rate: number, seconds: number): Promise<RateRun> {
+  const total = histogram();
+  const ttfb = histogram();
+  let ok = 0;
+  let errors = 0;
+  const n = Math.max(1, Math.round(rate * seconds));
+  const gapMs = 1000 / rate;
+  const inflight = new Set<Promise<void>>();
+  const start = performance.now() + 1;
+  for (let sent = 0; sent < n;) {
+    const now = performance.now();
+    for (; sent < n && start + sent * gapMs <= now; sent++) {
+      const due = start + sent * gapMs;
+      const p: Promise<void> = callOnce(pool, spec, due).then(
+        ([h, t]) => {
+          ok++;
+          ttfb.recordValue(Math.max(1, Math.round(h)));
+          total.recordValue(Math.max(1, Math.round(t)));
+        },
+        () => void errors++,
+      );
+      inflight.add(p);
+      void p.finally(() => inflight.delete(p));
+    }
+    if (sent < n) await sleepUntil(start + sent * gapMs);
+  }
+  await Promise.all(inflight);
+  const elapsed = (performance.now() - start) / 1000;
+  return { ok, errors, total, ttfb, achievedRps: ok / elapsed };
+}
+
+/** Waits until `at` (performance.now() time): a timer for the bulk, then immediates for the last ms. */
+async function sleepUntil(at: number): Promise<void> {
+  const wait = at - performance.now();
+  if (wait > 1.5) await new Promise((r) => setTimeout(r, Math.floor(wait - 1)));
+  while (performance.now() < at) await new Promise((r) => setImmediate(r));
+}
+
+/** Closed loop with `connections` callers for `seconds`; returns completed calls and the real duration. */
+export async function saturate(
+  pool: Pool,
+  spec: CallSpec,
+  connections: number,
+  seconds: number,
+): Promise<{ calls: number; errors: number; seconds: number }> {
+  let calls = 0;
+  let errors = 0;
+  const t0 = performance.now();
+  const until = t0 + seconds * 1000;
+  await Promise.all(
+    Array.from({ length: connections }, async () => {
+      while (performance.now() < until) {
+        try {
+          await callOnce(pool, spec, performance.now());
+          calls++;
+        } catch {
+          errors++;
+        }
+      }
+    }),
+  );
+  return { calls, errors, seconds: (performance.now() - t0) / 1000 };
+}
+
+/** Time to the first SSE event and to the stream's end, ms, for `runs` streams one after another. */
+export async function sseRuns(
+  pool: Pool,
+  spec: CallSpec,
+  runs: number,
+): Promise<{ first: hdr.Histogram; whole: hdr.Histogram; errors: number }> {
+  const first = histogram();
+  const whole = histogram();
+  let errors = 0;
+  for (let i = 0; i < runs; i++) {
+    try {
+      const t0 = performance.now();
+      const r = await pool.request({ path: spec.path, method: spec.method, headers: spec.headers, body: spec.body });
+      let firstAt = 0;
+      let seen = '';
+      for await (const chunk of r.body) {
+        if (firstAt === 0) {
+          seen += String(chunk);
+          if (seen.includes('\n\n')) firstAt = performance.now();
+        }
+      }
+      if (r.statusCode !== 200 || firstAt === 0) throw new Error(`status ${r.statusCode}`);
+      first.recordValue(Math.max(1, Math.round((firstAt - t0) * 1000)));
+      whole.recordValue(Math.max(1, Math.round((performance.now() - t0) * 1000)));
+    } catch {
+      errors++;
+    }
+  }
+  return { first, whole, errors };
+}
+
+/** Milliseconds from a µs histogram percentile, rounded to µs. */
+export function pctMs(h: hdr.Histogram, p: number): number {
+  return h.totalCount === 0 ? NaN : Math.round(h.getValueAtPercentile(p)) / 1000;
+}

@@ -1,0 +1,143 @@
+/**
+ * Forward mode (DESIGN §4, spec 1.2: "callers change only the destination URL and headers"):
+ * `{ingest_url}/v1/forward/{upstream}/{rest…}` → `{base of upstream}/{rest…}?{query}`, or with
+ * `X-Service-Target-Base` the whole rest appended to that base (the header wins). Any method and
+ * content type; the body streams upstream byte for byte (never parsed), and the answer streams
+ * back. Our key travels in `X-Service-Key`, so the SDK's own `Authorization` / `x-api-key`
+ * reach the provider untouched. From the {@link ProxyCall} on, this is the same pipeline as
+ * `POST /v1/proxy` (pipeline.ts): same guard, write-ahead record, capture and outcome rules.
+ */
+import type { FastifyInstance, FastifyRequest } from 'fastify';
+import type { Dispatcher } from 'undici';
+import { HEADERS, PROXY_DEFAULTS } from '@countersign/core';
+import { requireForwardKey } from '../auth/guards.js';
+import type { IngestPrincipal } from '../auth/principal.js';
+import { ApiError } from '../errors.js';
+import { serviceHeaderText } from '../http/service-headers.js';
+import { admitStream } from '../http/admission.js';
+import { stampFromRequest } from '../ingest/stamp.js';
+import { upstreamRequestHeaders } from './headers.js';
+import { callLabels } from './labels.js';
+import { runExchange, type OutgoingBody } from './pipeline.js';
+import type { ProxyRuntime } from './plugin.js';
+import { normaliseBase, type UpstreamTable } from './upstreams.js';
+
+/** The path prefix of forward mode. */
+export const FORWARD_PREFIX = '/v1/forward';
+
+/** Registers `/v1/forward/*` (every method) in its own context, where bodies are never parsed. */
+export async function registerForwardRoutes(app: FastifyInstance, runtime: ProxyRuntime, upstreams: UpstreamTable): Promise<void> {
+  await app.register(async (routes) => {
+    // The body is the upstream's business: leave the request stream unread for the pipeline.
+    routes.removeAllContentTypeParsers();
+    routes.addContentTypeParser('*', (_request, _payload, done) => done(null, undefined));
+    routes.all(
+      `${FORWARD_PREFIX}/*`,
+      {
+        // Key first, then a call slot of the in-flight budget (http/admission.ts): the body
+        // streams through, so only the 2 MB captures are held per call.
+        onRequest: [
+          async (request: FastifyRequest) => {
+            await requireForwardKey(request);
+          },
+          admitStream,
+        ],
+        schema: {
+          tags: ['proxy'],
+          summary: 'Forward mode: a drop-in base URL for SDKs and HTTP clients (any method, any body, streamed both ways)',
+          description:
+            '/v1/forward/{upstream}/{rest} goes to the base of {upstream} (a preset such as openai or anthropic, or a COUNTERSIGN_UPSTREAMS name); with X-Service-Target-Base the whole rest goes to that base. Our key in X-Service-Key; Authorization and every other non-X-Service-*/X-Agent-* header go upstream untouched. The answer is the upstream answer plus X-Service-Log-ID.',
+        },
+      },
+      async (request, reply) => {
+        const principal = request.principal as IngestPrincipal;
+        const keyString = request.headers[HEADERS.encryptionKey];
+        if (typeof keyString !== 'string' || keyString.trim() === '') {
+          throw new ApiError('missing_encryption_key', 'send X-Service-Encryption-Key: the key string that encrypts this record');
+        }
+        const { target, upstreamName } = resolveTarget(request, upstreams);
+        const method = request.method as Dispatcher.HttpMethod;
+        const body = streamedBody(request);
+        await runExchange(
+          app,
+          runtime,
+          {
+            via: 'forward',
+            principal,
+            keyString,
+            target,
+            ...(upstreamName !== undefined ? { upstreamName } : {}),
+            method,
+            upstreamHeaders: upstreamRequestHeaders(request.headers, body.kind !== 'none', 'forward'),
+            body,
+            requestProof: requestProofAsked(request),
+            ...callLabels(request.headers, PROXY_DEFAULTS),
+            stamp: stampFromRequest(principal, request.headers),
+            callerHead: method === 'HEAD',
+          },
+          request,
+          reply,
+        );
+      },
+    );
+  });
+}
+
+/** The upstream URL of a forward-mode request (the raw path and query, as the caller sent them). */
+function resolveTarget(request: FastifyRequest, upstreams: UpstreamTable): { target: string; upstreamName?: string } {
+  const raw = request.raw.url ?? '';
+  const q = raw.indexOf('?');
+  const path = (q === -1 ? raw : raw.slice(0, q)).slice(FORWARD_PREFIX.length);
+  const query = q === -1 ? '' : raw.slice(q);
+  refuseDotSegments(path);
+  const baseHeader = serviceHeaderText(request.headers, HEADERS.targetBase);
+  if (baseHeader !== undefined && baseHeader !== '') {
+    const checked = normaliseBase(baseHeader);
+    if ('error' in checked) throw new ApiError('invalid_request', `X-Service-Target-Base: ${checked.error}`);
+    return { target: checked.base + path + query };
+  }
+  const slash = path.indexOf('/', 1);
+  const name = (slash === -1 ? path.slice(1) : path.slice(1, slash)).toLowerCase();
+  const base = upstreams.base(name);
+  if (base === undefined) {
+    throw new ApiError(
+      'unknown_upstream',
+      `no upstream named "${name.slice(0, 64)}"; use one of ${upstreams.names().join(', ')}, define one with COUNTERSIGN_UPSTREAMS, or send X-Service-Target-Base`,
+    );
+  }
+  return { target: base + (slash === -1 ? '' : path.slice(slash)) + query, upstreamName: name };
+}
+
+/**
+ * `.` and `..` segments (also percent-encoded) would be resolved by the URL parser and could
+ * climb out of a preset's base path; a real API path never has them.
+ */
+function refuseDotSegments(path: string): void {
+  for (const segment of path.split('/')) {
+    const s = segment.toLowerCase().replaceAll('%2e', '.');
+    if (s === '.' || s === '..') throw new ApiError('invalid_request', 'the forward path must not contain "." or ".." segments');
+  }
+}
+
+/** The caller's body as a stream, or none when the request has no body. */
+function streamedBody(request: FastifyRequest): OutgoingBody {
+  const h = request.headers;
+  const length = h['content-length'];
+  const hasBody = h['transfer-encoding'] !== undefined || (length !== undefined && length !== '0');
+  if (!hasBody) return { kind: 'none' };
+  return { kind: 'stream', source: request.raw, contentType: h['content-type'], contentEncoding: first(h['content-encoding']) };
+}
+
+/** `X-Service-Request-Proof: true` asks for a receipt; anything but true/false is a mistake worth a 400. */
+function requestProofAsked(request: FastifyRequest): boolean {
+  const v = serviceHeaderText(request.headers, HEADERS.requestProof);
+  if (v === undefined || v === '') return false;
+  const lower = v.toLowerCase();
+  if (lower === 'true') return true;
+  if (lower === 'false') return false;
+  throw new ApiError('invalid_request', `X-Service-Request-Proof must be true or false, got "${v.slice(0, 32)}"`);
+}
+
+function first(v: string | string[] | undefined): string | undefined {
+  return Array.isArray(v) ? v[0] : v;
+}

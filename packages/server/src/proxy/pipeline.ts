@@ -1,0 +1,384 @@
+/**
+ * The one exchange pipeline behind `POST /v1/proxy` and the forward mode (`/v1/forward/…`).
+ * The two doors differ only in how they read a call (proxy-route.ts, forward-route.ts); from a
+ * {@link ProxyCall} on, everything is this file, in this order, which is what makes the audit
+ * trail complete:
+ *
+ * 1. the target is resolved and every address classified (a refusal is recorded and answered
+ *    403; nothing is sent);
+ * 2. the pending record (request half, sealed) is committed; if the store refuses it the call
+ *    gets 503 and nothing goes upstream;
+ * 3. the request goes upstream through the guarded connector; the answer streams back;
+ * 4. the outcome (complete / failed / interrupted) is committed, then the response is ended.
+ *
+ * A process killed between 2 and 4 leaves a pending record; the next start marks it interrupted.
+ */
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import type { Readable } from 'node:stream';
+import type { Dispatcher } from 'undici';
+import { canonicalize, deriveEnvelopeKey, HEADERS, randomId, randomNonce, type EnvelopeKey } from '@countersign/core';
+import type { IngestPrincipal } from '../auth/principal.js';
+import { ApiError, type ApiErrorCode } from '../errors.js';
+import { recordHandoverEvent } from '../events/security.js';
+import type { IngestStamp } from '../ingest/stamp.js';
+import type { LogCompletion } from '../store/index.js';
+import { BodyCapture, type CapturedBody } from './capture.js';
+import { redactHeaders } from './headers.js';
+import { summarizeLlmExchange } from './llm/index.js';
+import { decodeEncodedAnswer } from './llm/encoded.js';
+import type { ProxyRuntime } from './plugin.js';
+import {
+  finalPayload,
+  newProxyLog,
+  round,
+  sealProxyPayload,
+  statusOf,
+  type ProxyPayload,
+  type ProxyRecordFields,
+  type RecordedRequest,
+  type SealedPayload,
+} from './record.js';
+import { TargetBlockedError, TargetInvalidError, TargetUnresolvableError, type CheckedTarget } from './ssrf.js';
+import { Exchange, type ExchangeOutcome, type ExchangeResult } from './upstream.js';
+
+/** The body a call sends upstream. */
+export type OutgoingBody =
+  | { kind: 'none' }
+  /** Known before anything is written (`/v1/proxy`: the exact bytes of the `payload` member). */
+  | { kind: 'bytes'; bytes: Buffer; recorded: CapturedBody }
+  /** The caller's body as it arrives (forward mode): captured (2 MB) and hashed while it streams. */
+  | { kind: 'stream'; source: Readable; contentType: string | undefined; contentEncoding: string | undefined };
+
+/** One call, as either door reads it. */
+export interface ProxyCall {
+  via: 'proxy' | 'forward';
+  principal: IngestPrincipal;
+  /** X-Service-Encryption-Key (checked non-empty by the door). */
+  keyString: string;
+  /** The absolute upstream URL. */
+  target: string;
+  /** The forward-mode preset or operator-defined upstream name, when one was used. */
+  upstreamName?: string;
+  method: Dispatcher.HttpMethod;
+  /** Headers for upstream (already filtered by headers.ts for the door's mode). */
+  upstreamHeaders: Record<string, string | string[]>;
+  body: OutgoingBody;
+  requestProof: boolean;
+  actor: string;
+  action: string;
+  traceId: string | null;
+  stamp: IngestStamp;
+  /** The `X-Agent-Rationale` value, kept sealed in the record. */
+  agentRationale?: string;
+  /** True when the caller's own request is HEAD (its answer keeps Content-Length). */
+  callerHead: boolean;
+}
+
+/** Runs one call to its end; answers the caller (streamed) or throws an ApiError before anything was sent. */
+export async function runExchange(
+  app: FastifyInstance,
+  runtime: ProxyRuntime,
+  call: ProxyCall,
+  request: FastifyRequest,
+  reply: FastifyReply,
+): Promise<void> {
+  const { ctx } = app;
+  const started = performance.now();
+  const keyPromise = deriveEnvelopeKey(call.keyString);
+  const fields: ProxyRecordFields = {
+    id: 'log_' + randomId(24),
+    projectId: call.principal.projectId,
+    keyId: call.principal.keyId,
+    receivedAt: ctx.now(),
+    actor: call.actor,
+    action: call.action,
+    traceId: call.traceId,
+    actorType: call.stamp.actorType,
+    credentialHandoverDetected: call.stamp.credentialHandoverDetected,
+    requestProof: call.requestProof,
+  };
+  const recordedRequest: RecordedRequest = { method: call.method, target: call.target, headers: redactHeaders(call.upstreamHeaders) };
+  if (call.body.kind === 'bytes') Object.assign(recordedRequest, call.body.recorded);
+  const pending: ProxyPayload = { nonce: randomNonce(), source: 'proxy', via: call.via, outcome: 'pending', request: recordedRequest };
+  if (call.agentRationale !== undefined) pending.agentRationale = call.agentRationale;
+  // The request half is in every record of this call: serialize it once (record.ts).
+  const requestJcs = canonicalize(recordedRequest);
+  // Seal the request half while the target is checked (large payloads seal in WebCrypto's thread pool).
+  const pendingSealed = keyPromise.then((key) => sealProxyPayload(pending, key, fields.id, requestJcs));
+  pendingSealed.catch(() => undefined); // awaited below; a refusal path may never await it
+
+  let checked: CheckedTarget;
+  try {
+    checked = await runtime.guard.check(call.target);
+  } catch (e) {
+    await recordRefusal(app, call, fields, pending, requestJcs, keyPromise, started, e);
+    void reply.header(HEADERS.logId, fields.id);
+    throw refusalError(e);
+  }
+
+  // Write ahead: the request half is committed before anything goes upstream.
+  const key = await keyPromise;
+  const sealedPending = await pendingSealed;
+  try {
+    const inserted = await ctx.store.logs.insert({ ...newProxyLog(fields, sealedPending, 'pending'), instanceId: ctx.store.instance.id });
+    if (!inserted) throw new Error('log id collision');
+  } catch (err) {
+    request.log.error({ err: errorSummary(err), logId: fields.id }, 'write-ahead record refused; call not forwarded');
+    throw new ApiError('log_store_unavailable', 'the audit store cannot take the record right now; nothing was forwarded, retry later');
+  }
+  await afterInsert(app, fields, call);
+
+  reply.hijack();
+  const res = reply.raw;
+  const requestCapture = call.body.kind === 'stream' ? new BodyCapture() : undefined;
+  const exchange = new Exchange(res, {
+    origin: checked.origin,
+    path: checked.url.pathname + checked.url.search,
+    method: call.method,
+    headers: call.upstreamHeaders,
+    body: outgoingBody(call.body, requestCapture),
+    extraHeaders: { [HEADERS.logId]: fields.id },
+    callerHead: call.callerHead,
+  });
+  runtime.active.add(exchange);
+  const onClose = () => {
+    if (!res.writableFinished) exchange.abort('client_disconnected');
+  };
+  res.on('close', onClose);
+  // A caller that left during the write-ahead commit: the exchange aborts before anything is written upstream.
+  if (res.destroyed) exchange.abort('client_disconnected');
+  try {
+    exchange.start(runtime.agent);
+    const result = await exchange.done;
+    const finalRequest =
+      requestCapture && call.body.kind === 'stream' ? withBody(recordedRequest, requestCapture, call.body) : recordedRequest;
+    const final = finalPayload(pending, result, performance.now() - started, finalRequest);
+    const llm = summarize(call, final, result);
+    if (llm) final.llm = llm;
+    await commitOutcome(app, runtime, request, fields.id, final, result, key, finalRequest === recordedRequest ? requestJcs : undefined);
+    finishResponse(exchange, res, request, result, fields.id);
+  } catch (err) {
+    // After hijack nothing upstream of here answers for us: never leave the caller hanging.
+    request.log.error({ err: errorSummary(err), logId: fields.id }, 'proxy exchange failed unexpectedly');
+    if (!res.headersSent) {
+      res.writeHead(500, { 'content-type': 'application/json; charset=utf-8', [HEADERS.logId]: fields.id });
+      res.end(
+        JSON.stringify({
+          success: false,
+          error: { code: 'internal_error', message: 'the proxy failed unexpectedly', requestId: String(request.id) },
+        }),
+      );
+    } else res.destroy();
+  } finally {
+    res.off('close', onClose);
+    runtime.active.delete(exchange);
+  }
+}
+
+/** The body handed to undici: the bytes, or the caller's stream seen through the capture. */
+function outgoingBody(body: OutgoingBody, capture: BodyCapture | undefined): Buffer | Readable | null {
+  if (body.kind === 'none') return null;
+  if (body.kind === 'bytes') return body.bytes;
+  const source = body.source;
+  // 'data' listeners see every chunk undici reads (it pauses and resumes this same stream for
+  // backpressure), so the capture costs no extra stream. It is attached here, synchronously
+  // before dispatch, and the stream stays paused until undici starts reading it.
+  source.on('data', (chunk: Buffer) => capture!.add(chunk));
+  source.pause();
+  return source;
+}
+
+/** The request half with the streamed body as it was captured. */
+function withBody(request: RecordedRequest, capture: BodyCapture, body: Extract<OutgoingBody, { kind: 'stream' }>): RecordedRequest {
+  return { ...request, ...capture.finish(body.contentType, body.contentEncoding) };
+}
+
+/** The `llm` member for a recognised LLM API; never throws (a hostile answer only loses the summary). */
+function summarize(call: ProxyCall, final: ProxyPayload, result: ExchangeResult) {
+  try {
+    const response = final.response;
+    const headers = result.upstreamHeaders ?? {};
+    const contentType = typeof headers['content-type'] === 'string' ? headers['content-type'] : undefined;
+    const encoding = typeof headers['content-encoding'] === 'string' ? headers['content-encoding'] : undefined;
+    // A compressed answer is recorded as the bytes sent; its summary reads what is inside.
+    const decoded = response ? decodeEncodedAnswer(response, encoding, contentType) : {};
+    return summarizeLlmExchange({
+      ...(call.upstreamName !== undefined ? { preset: call.upstreamName } : {}),
+      method: call.method,
+      url: new URL(call.target),
+      requestJson: final.request.body,
+      ...(response
+        ? { status: response.status, responseJson: decoded.json ?? response.body, responseEvents: decoded.events ?? response.events }
+        : {}),
+      ...(contentType !== undefined ? { responseContentType: contentType } : {}),
+      ...(result.firstByteMs !== undefined ? { firstByteMs: round(result.firstByteMs) } : {}),
+      ...(result.firstChunkMs !== undefined ? { firstChunkMs: round(result.firstChunkMs) } : {}),
+    });
+  } catch {
+    return undefined;
+  }
+}
+
+/**
+ * Seals and commits the outcome. If sealing fails for any reason (it should not: bodies that
+ * canonical JSON cannot hold are recorded as text), the record falls back to the bytes' digest
+ * and size with the body as base64, so an answer is never left out of the audit.
+ */
+async function commitOutcome(
+  app: FastifyInstance,
+  runtime: ProxyRuntime,
+  request: FastifyRequest,
+  logId: string,
+  final: ProxyPayload,
+  result: ExchangeResult,
+  key: EnvelopeKey,
+  requestJcs: string | undefined,
+): Promise<void> {
+  const { ctx } = app;
+  let completion: LogCompletion | undefined;
+  try {
+    let sealed: SealedPayload;
+    try {
+      sealed = await sealProxyPayload(final, key, logId, requestJcs);
+    } catch (err) {
+      request.log.error({ err: errorSummary(err), logId }, 'proxy outcome could not be sealed as is; recording it reduced');
+      sealed = await sealProxyPayload(reduced(final), key, logId);
+    }
+    completion = {
+      status: statusOf(result.outcome),
+      payload: sealed.envelope,
+      payloadHash: sealed.payloadHash,
+      completedAt: ctx.now(),
+      upstreamStatus: result.status ?? null,
+      firstByteMs: result.firstByteMs !== undefined ? round(result.firstByteMs) : null,
+      durationMs: final.timings?.totalMs ?? null,
+    };
+    const written = await ctx.store.proxyOutcomes.complete(logId, completion);
+    if (!written) request.log.error({ logId }, 'proxy outcome not written: the record was already sealed into a proof batch');
+  } catch (err) {
+    // The caller still gets its answer. The sealed outcome is kept and written once the store
+    // is back (owed-outcomes.ts); if it cannot be kept, the record stays pending and becomes
+    // interrupted once this instance is gone.
+    const kept = completion !== undefined && runtime.owed.add(logId, completion);
+    request.log.error(
+      { err: errorSummary(err), logId, kept },
+      kept ? 'could not commit a proxy outcome; kept to write again' : 'could not commit a proxy outcome',
+    );
+  }
+  if (result.outcome !== 'complete' && result.error) {
+    request.log.debug({ logId, outcome: result.outcome, error: result.error }, 'proxied call failed');
+  }
+}
+
+/** A payload with every body reduced to digest, size and nothing a serializer can trip on. */
+function reduced(p: ProxyPayload): ProxyPayload {
+  const strip = <T extends Partial<CapturedBody>>(b: T): T => {
+    const { body, events, ...rest } = b;
+    void body;
+    void events;
+    return { ...rest, bodyText: undefined, bodyBase64: undefined } as T;
+  };
+  const out: ProxyPayload = { ...p, request: strip(p.request) };
+  delete out.llm;
+  if (p.response) out.response = strip(p.response);
+  return out;
+}
+
+/** Records a refused target (best effort: the answer does not wait on it failing). */
+async function recordRefusal(
+  app: FastifyInstance,
+  call: ProxyCall,
+  fields: ProxyRecordFields,
+  pending: ProxyPayload,
+  requestJcs: string,
+  keyPromise: Promise<EnvelopeKey>,
+  started: number,
+  e: unknown,
+): Promise<void> {
+  if (e instanceof TargetInvalidError) return;
+  const outcome: ExchangeOutcome = e instanceof TargetBlockedError ? 'target_blocked' : 'upstream_unreachable';
+  try {
+    const key = await keyPromise;
+    const error = refusalError(e).message;
+    const sealed = await sealProxyPayload(
+      { ...pending, outcome, timings: { totalMs: round(performance.now() - started) }, error },
+      key,
+      fields.id,
+      requestJcs,
+    );
+    await app.ctx.store.logs.insert(newProxyLog(fields, sealed, 'failed'));
+    await afterInsert(app, fields, call);
+  } catch (err) {
+    app.ctx.log.error({ err: errorSummary(err), logId: fields.id }, 'could not record a refused proxy call');
+  }
+}
+
+/** The API error for a target the guard refused. */
+function refusalError(e: unknown): ApiError {
+  if (e instanceof TargetInvalidError) return new ApiError('invalid_request', e.message);
+  if (e instanceof TargetBlockedError) return new ApiError('target_blocked', e.message);
+  if (e instanceof TargetUnresolvableError) return new ApiError('upstream_unreachable', e.message);
+  return new ApiError('upstream_unreachable', 'the target could not be checked');
+}
+
+/** Raises the handover event once the record it names is stored. */
+async function afterInsert(app: FastifyInstance, fields: ProxyRecordFields, call: ProxyCall): Promise<void> {
+  if (!fields.credentialHandoverDetected) return;
+  try {
+    await recordHandoverEvent(app.ctx, {
+      projectId: fields.projectId,
+      logId: fields.id,
+      actor: fields.actor,
+      credentialClass: call.principal.credentialClass,
+      agentHeaders: call.stamp.agentHeaders,
+    });
+  } catch (err) {
+    app.ctx.log.error({ err: errorSummary(err), logId: fields.id }, 'could not record a credential handover event');
+  }
+}
+
+const ERROR_FOR: Partial<Record<ExchangeOutcome, [ApiErrorCode, string]>> = {
+  target_blocked: ['target_blocked', 'the target now resolves to a blocked address; nothing was sent'],
+  upstream_unreachable: ['upstream_unreachable', 'could not connect to the target'],
+  upstream_reset: ['upstream_unreachable', 'the target closed the connection before answering'],
+  connect_timeout: ['upstream_timeout', 'the target did not accept a connection in time'],
+  first_byte_timeout: ['upstream_timeout', 'the target did not start answering in time'],
+  idle_timeout: ['upstream_timeout', 'the target stopped sending before its answer was complete'],
+  server_shutdown: ['not_ready', 'the server is shutting down'],
+};
+
+/** Ends the caller's response: the streamed answer, an error answer, or a cut connection. */
+function finishResponse(
+  exchange: Exchange,
+  res: FastifyReply['raw'],
+  request: FastifyRequest,
+  result: ExchangeResult,
+  logId: string,
+): void {
+  if (res.destroyed) return;
+  if (result.headersSent) {
+    // A stream that failed midway must not look complete to the caller: cut the connection.
+    if (result.outcome === 'complete') exchange.endResponse();
+    else res.destroy();
+    return;
+  }
+  const [code, message] = ERROR_FOR[result.outcome] ?? ['upstream_unreachable', 'the upstream call failed'];
+  const e = new ApiError(code, message);
+  const body = JSON.stringify({ success: false, error: { code: e.code, message: e.message, requestId: String(request.id) } });
+  res.writeHead(e.statusCode, {
+    'content-type': 'application/json; charset=utf-8',
+    'content-length': Buffer.byteLength(body),
+    [HEADERS.logId]: logId,
+  });
+  res.end(body);
+}
+
+/** An error reduced to what is safe to log (never headers or bodies, which may hold secrets). */
+export function errorSummary(err: unknown): { name: string; code?: string; message: string } {
+  const e = err as { name?: string; code?: string; message?: string };
+  return {
+    name: String(e?.name ?? 'Error'),
+    ...(e?.code ? { code: String(e.code) } : {}),
+    message: String(e?.message ?? err).slice(0, 300),
+  };
+}

@@ -1,0 +1,221 @@
+/**
+ * The PostgreSQL backend of the log writer (log-writer.ts): one dedicated connection, one
+ * statement per batch. Inserts and outcomes travel as one array per column through `unnest`, so
+ * the statement text never changes (prepared once per connection, no per-batch parse or plan)
+ * and a whole batch is one round trip and one commit:
+ *
+ *   with ins as (insert into logs … select * from unnest($1…$17) on conflict (project_id, id) do nothing returning …),
+ *        upd as (update logs set … from unnest($18…$25) v where logs.seq = v.seq … returning …)
+ *   select … from ins union all select … from upd
+ *
+ * Outcomes name the row by `seq`, remembered from the insert of its pending record (ids are
+ * unique per project only, migration 005, and an outcome names the id alone); an outcome for a
+ * record written elsewhere falls back to the id. The connection runs with `statement_timeout`
+ * and `lock_timeout` at the store deadline, so a statement stuck behind a lock is cancelled and
+ * rolled back rather than committing after its callers were told 503.
+ */
+import pg from 'pg';
+import type { NewLog } from './logs.js';
+import { EXPIRED, type WriteBackend, type WriteBatch, type WriteResult } from './log-writer.js';
+
+const INSERT_TYPES: Array<[column: string, type: string]> = [
+  ['id', 'text'],
+  ['project_id', 'text'],
+  ['key_id', 'text'],
+  ['received_at', 'int8'],
+  ['occurred_at', 'text'],
+  ['actor', 'text'],
+  ['action', 'text'],
+  ['trace_id', 'text'],
+  ['actor_type', 'text'],
+  ['credential_handover_detected', 'int4'],
+  ['source', 'text'],
+  ['status', 'text'],
+  ['request_proof', 'int4'],
+  ['payload_hash', 'text'],
+  ['payload', 'text'],
+  ['metadata', 'text'],
+  ['instance_id', 'text'],
+];
+const OUTCOME_TYPES: Array<[column: string, type: string]> = [
+  ['status', 'text'],
+  ['payload', 'text'],
+  ['payload_hash', 'text'],
+  ['completed_at', 'int8'],
+  ['upstream_status', 'int4'],
+  ['first_byte_ms', 'float8'],
+  ['duration_ms', 'float8'],
+];
+
+const unnest = (types: Array<[string, string]>, from: number) => types.map(([, t], i) => `$${from + i}::${t}[]`).join(', ');
+const names = (types: Array<[string, string]>) => types.map(([c]) => c).join(', ');
+
+const INSERT = `insert into logs (${names(INSERT_TYPES)}) select * from unnest(${unnest(INSERT_TYPES, 1)}) on conflict (project_id, id) do nothing returning seq, project_id, id`;
+const SET = OUTCOME_TYPES.map(([c]) => `${c} = v.${c}`).join(', ');
+const GUARD = "logs.source = 'proxy' and logs.proof_batch_id is null";
+const updateBy = (key: 'seq' | 'id', from: number) =>
+  `update logs set ${SET}, instance_id = null from unnest(${unnest([[key, key === 'seq' ? 'int8' : 'text'], ...OUTCOME_TYPES], from)}) as v(${key}, ${names(OUTCOME_TYPES)}) where logs.${key} = v.${key} and ${GUARD} returning logs.${key} as k`;
+
+/** The named statements (prepared once per connection). */
+const STATEMENTS = {
+  insert: { name: 'cs_w_insert', text: INSERT },
+  update: { name: 'cs_w_update', text: updateBy('seq', 1) },
+  both: {
+    name: 'cs_w_both',
+    text: `with ins as (${INSERT}), upd as (${updateBy('seq', INSERT_TYPES.length + 1)}) select 0 as w, seq as k, project_id, id from ins union all select 1, k, null, null from upd`,
+  },
+  updateById: { name: 'cs_w_update_by_id', text: updateBy('id', 1) },
+  refuse: {
+    name: 'cs_w_refuse',
+    text: "update logs set status = 'failed', completed_at = v.at, instance_id = null from unnest($1::text[], $2::text[], $3::int8[]) as v(project_id, id, at) where logs.project_id = v.project_id and logs.id = v.id and logs.status = 'pending'",
+  },
+};
+
+function insertColumns(logs: NewLog[]): unknown[][] {
+  const cols: unknown[][] = INSERT_TYPES.map(() => new Array<unknown>(logs.length));
+  for (let r = 0; r < logs.length; r++) {
+    const l = logs[r]!;
+    cols[0]![r] = l.id;
+    cols[1]![r] = l.projectId;
+    cols[2]![r] = l.keyId;
+    cols[3]![r] = l.receivedAt;
+    cols[4]![r] = l.occurredAt;
+    cols[5]![r] = l.actor;
+    cols[6]![r] = l.action;
+    cols[7]![r] = l.traceId;
+    cols[8]![r] = l.actorType;
+    cols[9]![r] = l.credentialHandoverDetected ? 1 : 0;
+    cols[10]![r] = l.source;
+    cols[11]![r] = l.status;
+    cols[12]![r] = l.requestProof ? 1 : 0;
+    cols[13]![r] = l.payloadHash;
+    cols[14]![r] = l.payload;
+    cols[15]![r] = l.metadata;
+    cols[16]![r] = l.instanceId ?? null;
+  }
+  return cols;
+}
+
+function outcomeColumns(rows: WriteBatch['outcomes'], keys: unknown[]): unknown[][] {
+  const cols: unknown[][] = [keys, ...OUTCOME_TYPES.map(() => new Array<unknown>(rows.length))];
+  for (let r = 0; r < rows.length; r++) {
+    const c = rows[r]!.c;
+    cols[1]![r] = c.status;
+    cols[2]![r] = c.payload;
+    cols[3]![r] = c.payloadHash;
+    cols[4]![r] = c.completedAt;
+    cols[5]![r] = c.upstreamStatus ?? null;
+    cols[6]![r] = c.firstByteMs ?? null;
+    cols[7]![r] = c.durationMs ?? null;
+  }
+  return cols;
+}
+
+/** Most pending-record seqs remembered (an outcome normally follows within seconds). */
+const SEQ_MAX = 200_000;
+
+/** Dedicated-connection backend for PostgreSQL. */
+export class PgWriter implements WriteBackend {
+  readonly maxInflight: number;
+  readonly #pool: pg.Pool;
+  /** seq of each pending record inserted here, by id, until its outcome. */
+  readonly #seqOf = new Map<string, number>();
+
+  /**
+   * @param connectionString the store's database.
+   * @param timeoutMs the store deadline: statement and lock timeout of the connection, and the longest wait for it.
+   * @param connections batches in flight at once, each on its own connection (PostgreSQL merges
+   *   the WAL flushes of concurrent commits); the statements of one batch stay on one.
+   */
+  constructor(connectionString: string, timeoutMs: number, connections = 1) {
+    this.maxInflight = connections;
+    // One connection (by default), replaced by the pool when it breaks (outage, restart).
+    this.#pool = new pg.Pool({
+      connectionString,
+      max: connections,
+      connectionTimeoutMillis: timeoutMs,
+      options: `-c statement_timeout=${timeoutMs} -c lock_timeout=${timeoutMs}`,
+    });
+    this.#pool.on('error', () => undefined);
+    this.#pool.on('connect', (client) => client.on('error', () => undefined));
+  }
+
+  async write(batch: WriteBatch, deadline: number): Promise<WriteResult> {
+    const inserted = new Uint8Array(batch.inserts.length);
+    const completed = new Uint8Array(batch.outcomes.length);
+    if (Date.now() >= deadline) return { inserted: inserted.fill(EXPIRED), completed: completed.fill(EXPIRED) };
+    // Within one batch the first of a (project, id) pair wins; the others report "existed".
+    const firstOf = new Map<string, number>();
+    const unique: NewLog[] = [];
+    batch.inserts.forEach((l, i) => {
+      const key = l.projectId + '\u0000' + l.id;
+      if (firstOf.has(key)) return;
+      firstOf.set(key, i);
+      unique.push(l);
+    });
+    const bySeq: number[] = [];
+    const byId: number[] = [];
+    batch.outcomes.forEach((o, i) => (this.#seqOf.has(o.id) ? bySeq : byId).push(i));
+    const seqOutcomes = bySeq.map((i) => batch.outcomes[i]!);
+    const seqs = seqOutcomes.map((o) => this.#seqOf.get(o.id)!);
+
+    const client = await this.#pool.connect();
+    let broken: Error | undefined;
+    try {
+      let rows: Array<{ w?: number; k: number | string; project_id: string | null; id: string | null }> = [];
+      const ins = unique.length > 0 ? insertColumns(unique) : undefined;
+      const upd = seqOutcomes.length > 0 ? outcomeColumns(seqOutcomes, seqs) : undefined;
+      if (ins && upd) rows = (await client.query({ ...STATEMENTS.both, values: [...ins, ...upd] })).rows;
+      else if (ins)
+        rows = (await client.query({ ...STATEMENTS.insert, values: ins })).rows.map((r) => ({
+          w: 0,
+          k: r.seq,
+          project_id: r.project_id,
+          id: r.id,
+        }));
+      else if (upd)
+        rows = (await client.query({ ...STATEMENTS.update, values: upd })).rows.map((r) => ({ w: 1, k: r.k, project_id: null, id: null }));
+      for (const r of rows) {
+        if (r.w === 0) {
+          const i = firstOf.get(r.project_id + '\u0000' + r.id)!;
+          inserted[i] = 1;
+          if (batch.inserts[i]!.status === 'pending') this.#seqOf.set(r.id!, Number(r.k));
+        }
+      }
+      const doneSeqs = new Set(rows.filter((r) => r.w === 1).map((r) => Number(r.k)));
+      bySeq.forEach((i, j) => (completed[i] = doneSeqs.has(seqs[j]!) ? 1 : 0));
+      for (const o of seqOutcomes) this.#seqOf.delete(o.id);
+      // Rare: outcomes of records this connection did not insert, and compensations.
+      if (byId.length > 0) {
+        const idRows = byId.map((i) => batch.outcomes[i]!);
+        const r = await client.query<{ k: string }>({
+          ...STATEMENTS.updateById,
+          values: outcomeColumns(
+            idRows,
+            idRows.map((o) => o.id),
+          ),
+        });
+        const done = new Set(r.rows.map((x) => x.k));
+        byId.forEach((i) => (completed[i] = done.has(batch.outcomes[i]!.id) ? 1 : 0));
+      }
+      if (batch.refusals.length > 0) {
+        const rf = batch.refusals;
+        await client.query({ ...STATEMENTS.refuse, values: [rf.map((r) => r.projectId), rf.map((r) => r.id), rf.map((r) => r.at)] });
+      }
+      while (this.#seqOf.size > SEQ_MAX) this.#seqOf.delete(this.#seqOf.keys().next().value as string);
+      return { inserted, completed };
+    } catch (e) {
+      // A failed statement rolled back; a lost connection is replaced by the pool.
+      broken = e as Error;
+      throw e;
+    } finally {
+      client.release(
+        broken && !('code' in broken && typeof broken.code === 'string' && /^[0-9A-Z]{5}$/.test(broken.code)) ? broken : undefined,
+      );
+    }
+  }
+
+  async close(): Promise<void> {
+    await this.#pool.end();
+  }
+}

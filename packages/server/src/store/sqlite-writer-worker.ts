@@ -1,0 +1,222 @@
+/**
+ * The SQLite writer thread (started by sqlite-writer.ts). It owns a connection of its own and is
+ * the only writer of the hot path: messages posted by the main thread while it was committing
+ * are committed together (one `BEGIN IMMEDIATE … COMMIT`), and each message gets its per-row
+ * results back once the transaction is in the WAL. It also keeps the WAL bounded: PASSIVE
+ * checkpoints between transactions (no other hot-path writer can append meanwhile, so each
+ * one catches up and the next commit restarts the WAL from its beginning; `journal_size_limit`
+ * then trims the file), and TRUNCATE once idle.
+ *
+ * {@link sqliteWriterMain} runs in the worker from its source text (`Function.prototype.toString`),
+ * so it must not use anything from this module's scope: only its parameters and globals.
+ */
+import type BetterSqlite3 from 'better-sqlite3';
+import type { MessagePort } from 'node:worker_threads';
+
+/** What the worker is started with. */
+export interface WriterWorkerData {
+  file: string;
+  synchronous: 'NORMAL' | 'FULL';
+  /** The store deadline, ms: the longest a transaction waits for SQLite's write lock. */
+  busyTimeoutMs: number;
+  /** PASSIVE checkpoint at most this often while writing. */
+  checkpointEveryMs: number;
+  /** Idle this long → TRUNCATE checkpoint (the -wal file goes back to 0 bytes). */
+  truncateIdleMs: number;
+  /** `journal_size_limit`: what a restarted WAL is trimmed to, bytes. */
+  walLimitBytes: number;
+  sql: { insert: string; completeBySeq: string; completeById: string; refuse: string };
+  /** Values per row in the flat arrays of a batch message. */
+  widths: { insert: number; outcome: number; refusal: number };
+  /** Position of `status` and `id` in an insert row, of `id` in an outcome row. */
+  at: { insertStatus: number; insertId: number; outcomeId: number };
+}
+
+/** A batch posted by the main thread: rows as flat arrays of column values. */
+export interface BatchMessage {
+  t: 'batch';
+  n: number;
+  deadline: number;
+  ins: unknown[];
+  outs: unknown[];
+  refs: unknown[];
+}
+
+/** The worker's answer for each message of one transaction. */
+export interface DoneMessage {
+  t: 'done';
+  r: Array<{ n: number; i?: Uint8Array; o?: Uint8Array; e?: { code?: string; message: string } }>;
+}
+
+/** The writer thread's body. */
+export function sqliteWriterMain(port: MessagePort, cfg: WriterWorkerData, Database: typeof BetterSqlite3): void {
+  const db = new Database(cfg.file);
+  db.pragma('journal_mode = WAL');
+  db.pragma(`synchronous = ${cfg.synchronous}`);
+  db.pragma(`busy_timeout = ${cfg.busyTimeoutMs}`);
+  db.pragma('foreign_keys = ON');
+  db.pragma('wal_autocheckpoint = 0');
+  db.pragma(`journal_size_limit = ${cfg.walLimitBytes}`);
+  const insert = db.prepare(cfg.sql.insert);
+  const completeBySeq = db.prepare(cfg.sql.completeBySeq);
+  const completeById = db.prepare(cfg.sql.completeById);
+  const refuse = db.prepare(cfg.sql.refuse);
+  const IW = cfg.widths.insert;
+  const OW = cfg.widths.outcome;
+  const RW = cfg.widths.refusal;
+  // Rowid of each pending record written here, so that its outcome updates the row by primary
+  // key: ids are unique per project only (migration 005) and an outcome names the id alone.
+  const seqOf = new Map<string, number>();
+  const SEQ_MAX = 200_000;
+  const expired = new Error('expired');
+  let busyTimeout = cfg.busyTimeoutMs;
+  let queue: BatchMessage[] = [];
+  let scheduled = false;
+  let stopping = false;
+  let lastWrite = Date.now();
+  let lastCheckpoint = Date.now();
+  let truncated = true;
+
+  /** Runs the messages' rows; throws `expired` (rolling back) if a deadline passed meanwhile. */
+  const run = db.transaction((msgs: BatchMessage[], seqs: Array<[string, number]>, done: string[]) => {
+    const out: Array<{ n: number; i: Uint8Array; o: Uint8Array }> = [];
+    let first = Infinity;
+    for (const m of msgs) {
+      first = Math.min(first, m.deadline);
+      const i = new Uint8Array(m.ins.length / IW);
+      for (let k = 0, p = 0; p < m.ins.length; k++, p += IW) {
+        const v = m.ins;
+        const r = insert.run(
+          v[p],
+          v[p + 1],
+          v[p + 2],
+          v[p + 3],
+          v[p + 4],
+          v[p + 5],
+          v[p + 6],
+          v[p + 7],
+          v[p + 8],
+          v[p + 9],
+          v[p + 10],
+          v[p + 11],
+          v[p + 12],
+          v[p + 13],
+          v[p + 14],
+          v[p + 15],
+          v[p + 16],
+        );
+        if (r.changes > 0) {
+          i[k] = 1;
+          if (v[p + cfg.at.insertStatus] === 'pending') seqs.push([v[p + cfg.at.insertId] as string, Number(r.lastInsertRowid)]);
+        }
+      }
+      const o = new Uint8Array(m.outs.length / OW);
+      for (let k = 0, p = 0; p < m.outs.length; k++, p += OW) {
+        const v = m.outs;
+        const id = v[p + cfg.at.outcomeId] as string;
+        const seq = seqOf.get(id);
+        const r =
+          seq !== undefined
+            ? completeBySeq.run(v[p + 1], v[p + 2], v[p + 3], v[p + 4], v[p + 5], v[p + 6], v[p + 7], seq)
+            : completeById.run(v[p + 1], v[p + 2], v[p + 3], v[p + 4], v[p + 5], v[p + 6], v[p + 7], id);
+        if (r.changes > 0) o[k] = 1;
+        done.push(id);
+      }
+      for (let p = 0; p < m.refs.length; p += RW) refuse.run(m.refs[p + 2], m.refs[p], m.refs[p + 1]);
+      out.push({ n: m.n, i, o });
+    }
+    if (Date.now() >= first) throw expired;
+    return out;
+  });
+
+  const commit = (msgs: BatchMessage[]): DoneMessage['r'] => {
+    const results: DoneMessage['r'] = [];
+    let live = msgs;
+    while (live.length > 0) {
+      const now = Date.now();
+      const keep: BatchMessage[] = [];
+      for (const m of live) {
+        if (m.deadline > now) keep.push(m);
+        else results.push({ n: m.n, i: new Uint8Array(m.ins.length / IW).fill(2), o: new Uint8Array(m.outs.length / OW).fill(2) });
+      }
+      live = keep;
+      if (live.length === 0) break;
+      // Wait for the write lock no longer than the earliest deadline (a lock held elsewhere).
+      const wait = Math.max(1, Math.min(...live.map((m) => m.deadline)) - now);
+      if (Math.abs(wait - busyTimeout) > 50) {
+        busyTimeout = wait;
+        db.pragma(`busy_timeout = ${wait}`);
+      }
+      const seqs: Array<[string, number]> = [];
+      const done: string[] = [];
+      try {
+        for (const r of run.immediate(live, seqs, done)) results.push(r);
+        for (const id of done) seqOf.delete(id);
+        for (const [id, seq] of seqs) seqOf.set(id, seq);
+        while (seqOf.size > SEQ_MAX) seqOf.delete(seqOf.keys().next().value as string);
+        break;
+      } catch (e) {
+        if (e === expired) continue; // rolled back: drop what expired, commit the rest
+        const err = e as { code?: string; message?: string };
+        for (const m of live) results.push({ n: m.n, e: { code: err.code, message: String(err.message ?? e) } });
+        break;
+      }
+    }
+    return results;
+  };
+
+  const checkpoint = (mode: 'PASSIVE' | 'TRUNCATE') => {
+    try {
+      db.pragma(`wal_checkpoint(${mode})`);
+    } catch {
+      /* busy (a reader, or the main connection writing): next time */
+    }
+    lastCheckpoint = Date.now();
+  };
+
+  const flush = () => {
+    scheduled = false;
+    const msgs = queue;
+    queue = [];
+    if (msgs.length > 0) {
+      port.postMessage({ t: 'done', r: commit(msgs) } satisfies DoneMessage);
+      lastWrite = Date.now();
+      truncated = false;
+    }
+    if (Date.now() - lastCheckpoint >= cfg.checkpointEveryMs) checkpoint('PASSIVE');
+    if (stopping && queue.length === 0) stop();
+  };
+
+  // Writes of the main connection (projects, proofs, sweeps) land in the WAL too: checkpoint on
+  // a timer as well, and shrink the file once the store has been idle for a while.
+  const timer = setInterval(() => {
+    if (scheduled) return;
+    const idle = Date.now() - lastWrite;
+    if (!truncated && idle >= cfg.truncateIdleMs) {
+      checkpoint('TRUNCATE');
+      truncated = true;
+    } else if (Date.now() - lastCheckpoint >= cfg.checkpointEveryMs) checkpoint('PASSIVE');
+  }, cfg.checkpointEveryMs);
+
+  const stop = () => {
+    clearInterval(timer);
+    checkpoint('TRUNCATE');
+    db.close();
+    port.postMessage({ t: 'stopped' });
+    port.close();
+  };
+
+  port.on('message', (m: BatchMessage | { t: 'stop' }) => {
+    if (m.t === 'stop') {
+      stopping = true;
+      if (!scheduled) flush();
+      return;
+    }
+    queue.push(m);
+    if (!scheduled) {
+      scheduled = true;
+      setImmediate(flush);
+    }
+  });
+  port.postMessage({ t: 'ready' });
+}

@@ -1,0 +1,209 @@
+/**
+ * The SQLite backend of the log writer (log-writer.ts): a worker thread with its own
+ * better-sqlite3 connection (sqlite-writer-worker.ts) commits inserts and outcomes, so neither
+ * the statements nor a commit that waits on the WAL run on the event loop. The main thread posts
+ * one message per turn of its event loop (rows as flat arrays of column values: cheap to
+ * clone) and gets per-row results when the transaction is in the WAL. Reads stay on the main
+ * connection: in WAL mode they proceed beside the writer.
+ *
+ * A worker that dies (it should not) fails the batches it held with a store error (503) and is
+ * started again for the next batch.
+ */
+import { createRequire } from 'node:module';
+import { Worker } from 'node:worker_threads';
+import type { LogCompletion, NewLog } from './logs.js';
+import type { WriteBackend, WriteBatch, WriteResult } from './log-writer.js';
+import { sqliteWriterMain, type BatchMessage, type DoneMessage, type WriterWorkerData } from './sqlite-writer-worker.js';
+
+/** Columns of an insert, in the order of its flat row. */
+export const INSERT_COLUMNS = [
+  'id',
+  'project_id',
+  'key_id',
+  'received_at',
+  'occurred_at',
+  'actor',
+  'action',
+  'trace_id',
+  'actor_type',
+  'credential_handover_detected',
+  'source',
+  'status',
+  'request_proof',
+  'payload_hash',
+  'payload',
+  'metadata',
+  'instance_id',
+] as const;
+
+/** Columns an outcome sets, in the order of its flat row (after the id). */
+export const OUTCOME_COLUMNS = [
+  'status',
+  'payload',
+  'payload_hash',
+  'completed_at',
+  'upstream_status',
+  'first_byte_ms',
+  'duration_ms',
+] as const;
+
+const SET_OUTCOME = OUTCOME_COLUMNS.map((c) => `${c} = ?`).join(', ');
+// A record already sealed into a proof batch never changes (proxy-outcomes.ts); only a proxy
+// record is completed, never a /v1/log entry reusing its id in another project (migration 005).
+const OUTCOME_GUARD = "source = 'proxy' and proof_batch_id is null";
+
+const SQL: WriterWorkerData['sql'] = {
+  insert: `insert into logs (${INSERT_COLUMNS.join(', ')}) values (${INSERT_COLUMNS.map(() => '?').join(', ')}) on conflict (project_id, id) do nothing`,
+  completeBySeq: `update logs set ${SET_OUTCOME}, instance_id = null where seq = ? and ${OUTCOME_GUARD}`,
+  completeById: `update logs set ${SET_OUTCOME}, instance_id = null where id = ? and ${OUTCOME_GUARD}`,
+  refuse: "update logs set status = 'failed', completed_at = ?, instance_id = null where project_id = ? and id = ? and status = 'pending'",
+};
+
+/** Appends one insert row to a flat array, in {@link INSERT_COLUMNS} order. */
+export function pushInsert(out: unknown[], l: NewLog): void {
+  out.push(
+    l.id,
+    l.projectId,
+    l.keyId,
+    l.receivedAt,
+    l.occurredAt,
+    l.actor,
+    l.action,
+    l.traceId,
+    l.actorType,
+    l.credentialHandoverDetected ? 1 : 0,
+    l.source,
+    l.status,
+    l.requestProof ? 1 : 0,
+    l.payloadHash,
+    l.payload,
+    l.metadata,
+    l.instanceId ?? null,
+  );
+}
+
+/** Appends one outcome row (id, then {@link OUTCOME_COLUMNS}) to a flat array. */
+export function pushOutcome(out: unknown[], id: string, c: LogCompletion): void {
+  out.push(id, c.status, c.payload, c.payloadHash, c.completedAt, c.upstreamStatus ?? null, c.firstByteMs ?? null, c.durationMs ?? null);
+}
+
+/** How the writer thread checkpoints; see sqlite-writer-worker.ts. */
+const CHECKPOINT_EVERY_MS = 200;
+const TRUNCATE_IDLE_MS = 1000;
+const WAL_LIMIT_BYTES = 32 * 1024 * 1024;
+
+/** What {@link SqliteWriter.start} needs. */
+export interface SqliteWriterOptions {
+  file: string;
+  synchronous: 'NORMAL' | 'FULL';
+  /** The store deadline, ms. */
+  timeoutMs: number;
+}
+
+/** Worker-thread backend for SQLite. */
+export class SqliteWriter implements WriteBackend {
+  readonly maxInflight = Infinity;
+  #worker: Worker | undefined;
+  #starting: Promise<Worker> | undefined;
+  #n = 0;
+  readonly #waiting = new Map<number, { resolve: (r: WriteResult) => void; reject: (e: unknown) => void }>();
+  #closed = false;
+
+  private constructor(private readonly options: SqliteWriterOptions) {}
+
+  /** Starts the writer thread; resolves once it has opened the database. */
+  static async start(options: SqliteWriterOptions): Promise<SqliteWriter> {
+    const w = new SqliteWriter(options);
+    await w.#spawn();
+    return w;
+  }
+
+  #spawn(): Promise<Worker> {
+    if (this.#starting) return this.#starting;
+    const data: WriterWorkerData = {
+      file: this.options.file,
+      synchronous: this.options.synchronous,
+      busyTimeoutMs: this.options.timeoutMs,
+      checkpointEveryMs: CHECKPOINT_EVERY_MS,
+      truncateIdleMs: TRUNCATE_IDLE_MS,
+      walLimitBytes: WAL_LIMIT_BYTES,
+      sql: SQL,
+      widths: { insert: INSERT_COLUMNS.length, outcome: OUTCOME_COLUMNS.length + 1, refusal: 3 },
+      at: { insertStatus: INSERT_COLUMNS.indexOf('status'), insertId: 0, outcomeId: 0 },
+    };
+    const driver = createRequire(import.meta.url).resolve('better-sqlite3');
+    // The body is a function of this package (type-checked with it), run from its source text so
+    // the worker needs no file of its own in src/ or dist/. `__name` is what tsx's transform may
+    // wrap named functions in; it is not defined in a bare worker.
+    const source = `var __name = (f) => f;\nconst wt = require('node:worker_threads');\n(${sqliteWriterMain.toString()})(wt.parentPort, wt.workerData.cfg, require(wt.workerData.driver));`;
+    const worker = new Worker(source, { eval: true, workerData: { cfg: data, driver } });
+    this.#starting = new Promise<Worker>((resolve, reject) => {
+      worker.once('message', () => resolve(worker));
+      worker.once('error', reject);
+    });
+    worker.on('message', (m: DoneMessage | { t: 'ready' | 'stopped' }) => {
+      if (m.t === 'done') this.#done(m);
+    });
+    worker.on('error', () => undefined); // reported through 'exit' below
+    worker.once('exit', () => {
+      if (this.#worker === worker) this.#worker = undefined;
+      this.#starting = undefined;
+      const lost = Object.assign(new Error('the SQLite writer thread stopped'), { code: 'SQLITE_IOERR_WRITER' });
+      for (const w of this.#waiting.values()) w.reject(lost);
+      this.#waiting.clear();
+    });
+    return this.#starting.then((w) => {
+      this.#worker = w;
+      return w;
+    });
+  }
+
+  #done(m: DoneMessage): void {
+    for (const r of m.r) {
+      const w = this.#waiting.get(r.n);
+      if (!w) continue;
+      this.#waiting.delete(r.n);
+      if (r.e) w.reject(Object.assign(new Error(r.e.message), r.e.code ? { code: r.e.code } : {}));
+      else w.resolve({ inserted: r.i!, completed: r.o! });
+    }
+  }
+
+  write(batch: WriteBatch, deadline: number): Promise<WriteResult> {
+    const ins: unknown[] = [];
+    for (const l of batch.inserts) pushInsert(ins, l);
+    const outs: unknown[] = [];
+    for (const { id, c } of batch.outcomes) pushOutcome(outs, id, c);
+    const refs: unknown[] = [];
+    for (const r of batch.refusals) refs.push(r.projectId, r.id, r.at);
+    const n = ++this.#n;
+    const message: BatchMessage = { t: 'batch', n, deadline, ins, outs, refs };
+    return new Promise<WriteResult>((resolve, reject) => {
+      this.#waiting.set(n, { resolve, reject });
+      if (this.#worker) this.#worker.postMessage(message);
+      else if (this.#closed) {
+        this.#waiting.delete(n);
+        reject(Object.assign(new Error('the store is closed'), { code: 'SQLITE_MISUSE' }));
+      } else
+        this.#spawn().then(
+          (w) => w.postMessage(message),
+          (e: unknown) => {
+            this.#waiting.delete(n);
+            reject(e);
+          },
+        );
+    });
+  }
+
+  async close(): Promise<void> {
+    this.#closed = true;
+    const worker = this.#worker;
+    if (!worker) return;
+    const stopped = new Promise<void>((resolve) => {
+      worker.on('message', (m: { t: string }) => m.t === 'stopped' && resolve());
+      worker.once('exit', () => resolve());
+    });
+    worker.postMessage({ t: 'stop' });
+    await Promise.race([stopped, new Promise((r) => setTimeout(r, 5000).unref())]);
+    await worker.terminate();
+  }
+}
