@@ -31,10 +31,29 @@ export async function call(c: Connection, method: string, urlPath: string, body?
   const base = (c.url ?? process.env.COUNTERSIGN_URL ?? 'http://127.0.0.1:8080').replace(/\/+$/, '');
   const headers: Record<string, string> = { authorization: `Bearer ${masterKeyOf(c)}` };
   if (body !== undefined) headers['content-type'] = 'application/json';
-  const r = await fetch(base + urlPath, { method, headers, body: body === undefined ? undefined : JSON.stringify(body) });
+  let r: Response;
+  try {
+    r = await fetch(base + urlPath, { method, headers, body: body === undefined ? undefined : JSON.stringify(body) });
+  } catch (e) {
+    throw new Error(unreachable(base, c.url !== undefined, e));
+  }
   const answer = (await r.json().catch(() => ({}))) as Record<string, unknown> & { error?: { code: string; message: string } };
   if (!r.ok) throw new Error(answer.error ? `${answer.error.code}: ${answer.error.message}` : `HTTP ${r.status}`);
   return answer;
+}
+
+/**
+ * What to say when the server cannot be reached: undici says only "fetch failed", so name the
+ * URL tried, where it came from, the network reason, and how to point elsewhere.
+ */
+function unreachable(base: string, fromFlag: boolean, e: unknown): string {
+  const cause = (e as { cause?: { code?: string; message?: string } }).cause;
+  const reason = cause?.code ?? cause?.message ?? (e instanceof Error ? e.message : String(e));
+  const source = fromFlag ? 'from --url' : process.env.COUNTERSIGN_URL ? 'from COUNTERSIGN_URL' : 'the default';
+  return (
+    `cannot reach the Countersign server at ${base} (${source}): ${reason}. ` +
+    'Start it (`npm start` or `countersign serve`), or point at the right one with --url <url> or COUNTERSIGN_URL'
+  );
 }
 
 /** Prints the answer as `lines()`, or as JSON with `--json`. */
