@@ -1,6 +1,13 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { canonicalize, inspectJson, MAX_JSON_DEPTH, type JsonInspectResult, type JsonInspection } from '../src/index.js';
+import {
+  canonicalize,
+  inspectJson,
+  jsonContainerBudget,
+  MAX_JSON_DEPTH,
+  type JsonInspectResult,
+  type JsonInspection,
+} from '../src/index.js';
 
 const enc = new TextEncoder();
 const inspect = (text: string, opts?: Parameters<typeof inspectJson>[1]): JsonInspectResult => inspectJson(enc.encode(text), opts);
@@ -388,3 +395,22 @@ function checkNoDuplicates(text: string): boolean {
   }
   return unique;
 }
+
+test('containers are counted, and the budget grows with the size of the text', () => {
+  const count = (text: string) => {
+    const r = inspectJson(new TextEncoder().encode(text));
+    assert.ok(r.ok);
+    return r.value.containers;
+  };
+  assert.equal(count('1'), 0);
+  assert.equal(count('[]'), 1);
+  assert.equal(count('{"a":[1,{"b":[]}],"c":{}}'), 5);
+  assert.equal(count('"[{}]"'), 0, 'brackets inside strings are not containers');
+  assert.equal(jsonContainerBudget(0), 16_384);
+  assert.equal(jsonContainerBudget(64 * 1000), 16_384 + 1000);
+  // The attack shape is far over budget; records, messages and embeddings are far under it.
+  const empties = '[' + Array.from({ length: 200_000 }, () => '[]').join(',') + ']';
+  assert.ok(count(empties) > jsonContainerBudget(empties.length));
+  const rows = JSON.stringify(Array.from({ length: 20_000 }, (_, i) => ({ id: i, name: `user ${i}`, email: `u${i}@example.com` })));
+  assert.ok(count(rows) < jsonContainerBudget(rows.length));
+});

@@ -17,6 +17,11 @@ export const ERROR_CATALOGUE = {
     status: 400,
     description: 'The JSON body nests arrays and objects deeper than 256 levels (MAX_JSON_DEPTH); nothing was recorded or forwarded.',
   },
+  json_too_complex: {
+    status: 400,
+    description:
+      'The JSON body holds more arrays and objects than its size allows (16,384 plus one per 64 bytes); nothing was recorded or forwarded. Forward mode does not parse bodies.',
+  },
   invalid_cursor: { status: 400, description: 'The pagination cursor is not one this server issued.' },
   unsupported_media_type: { status: 415, description: 'Content-Type must be application/json.' },
   missing_api_key: { status: 401, description: 'No Authorization: Bearer <key> header.' },

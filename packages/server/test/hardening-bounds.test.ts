@@ -16,14 +16,11 @@
  */
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
-import fs from 'node:fs';
 import net from 'node:net';
-import path from 'node:path';
-import { spawn, type ChildProcess } from 'node:child_process';
-import { fileURLToPath } from 'node:url';
 import { Agent, request } from 'undici';
 import { generateApiKey } from '@countersign/core';
-import { startApp, tempDir, type TestApp } from './helpers/server.js';
+import { startApp, type TestApp } from './helpers/server.js';
+import { rssMb, serveChild } from './helpers/serve-child.js';
 import { addKey, makeProjectKey, startUpstream, waitFor, type Upstream } from './helpers/upstreams.js';
 
 const MIB = 1024 * 1024;
@@ -215,34 +212,6 @@ describe('in-flight admission: per key and per process, before the body is read'
 });
 
 /** RSS of a process, MB (Linux). */
-function rssMb(pid: number): number {
-  const m = /VmRSS:\s+(\d+)\s+kB/.exec(fs.readFileSync(`/proc/${pid}/status`, 'utf8'));
-  return Number(m![1]) / 1024;
-}
-
-const cli = path.join(path.dirname(fileURLToPath(import.meta.url)), '..', 'src', 'cli', 'index.ts');
-
-/** `countersign serve` in a child process with the default budgets, its URL once it listens. */
-async function serveChild(masterKey: string, allow: string): Promise<{ proc: ChildProcess; url: string }> {
-  const env: NodeJS.ProcessEnv = { ...process.env, COUNTERSIGN_MASTER_KEY: masterKey, COUNTERSIGN_LOG_LEVEL: 'silent' };
-  for (const k of Object.keys(env)) if (k.startsWith('COUNTERSIGN_MAX_INFLIGHT') || k === 'DATABASE_URL') delete env[k];
-  const args = ['--conditions=development', '--import', 'tsx', cli, 'serve', '--port', '0', '--data-dir', tempDir()];
-  args.push('--roles', 'ingest,management', '--allow-targets', allow, '--log-level', 'silent');
-  const proc = spawn(process.execPath, args, { env, stdio: ['ignore', 'pipe', 'pipe'] });
-  let out = '';
-  let err = '';
-  proc.stderr!.on('data', (c: Buffer) => (err += c.toString()));
-  const url = await new Promise<string>((resolve, reject) => {
-    proc.stdout!.on('data', (c: Buffer) => {
-      out += c.toString();
-      const m = /listening on (http:\/\/[0-9.]+:\d+)/.exec(out);
-      if (m) resolve(m[1]!);
-    });
-    proc.on('exit', (code) => reject(new Error(`countersign serve exited with ${code}: ${err || out}`)));
-  });
-  return { proc, url };
-}
-
 describe('the attack from the issue against a real server process (default budgets)', () => {
   // Measured on the issue's machine before the budget: 293 MB → 1.93 GB for 20 calls; here
   // without the budget 190 MB → ~2.5 GB. With the default 32 MiB per key, 3 calls of 9 MB are
@@ -254,7 +223,7 @@ describe('the attack from the issue against a real server process (default budge
   test(`${CALLS} concurrent ${BODY_MB} MB /v1/proxy calls to an upstream that never answers: RSS bounded, the rest refused 429 with Retry-After, every admitted call answered`, async () => {
     const up = await startUpstream();
     const masterKey = generateApiKey('master');
-    const child = await serveChild(masterKey, up.hostPort);
+    const child = await serveChild(masterKey, ['--roles', 'ingest,management', '--allow-targets', up.hostPort]);
     const dispatcher = new Agent({ connections: CALLS + 4 });
     let sampler: NodeJS.Timeout | undefined;
     try {

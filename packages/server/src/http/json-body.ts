@@ -7,7 +7,7 @@
  * member instead of a re-serialization (issue "Hardening": 64-bit ids, `-0`, duplicate keys).
  */
 import type { FastifyInstance, FastifyRequest } from 'fastify';
-import { inspectJson, MAX_JSON_DEPTH, type JsonInspection } from '@countersign/core';
+import { inspectJson, jsonContainerBudget, MAX_JSON_DEPTH, type JsonInspection } from '@countersign/core';
 import { ApiError } from '../errors.js';
 
 declare module 'fastify' {
@@ -36,6 +36,20 @@ export function installJsonBodyParser(app: FastifyInstance): void {
           ? new ApiError('json_too_deep', `the body nests arrays and objects deeper than ${MAX_JSON_DEPTH} levels; flatten it`)
           : new ApiError('invalid_json', `the body is not valid JSON (byte ${inspected.offset}: ${inspected.message})`);
       done(error, undefined);
+      return;
+    }
+    // Parsing and sealing cost grows with the number of arrays and objects, not the bytes: a
+    // body of 1.2 million empty arrays (2.4 MB) held the event loop for 0.7 s. Past the budget
+    // the body is refused; forward mode streams any body without parsing it.
+    const budget = jsonContainerBudget(raw.length);
+    if (inspected.value.containers > budget) {
+      done(
+        new ApiError(
+          'json_too_complex',
+          `the body holds ${inspected.value.containers} arrays and objects, more than the ${budget} a body of ${raw.length} bytes may hold (16384 plus one per 64 bytes); send fewer, larger values, seal it client-side, or use forward mode (/v1/forward), which does not parse bodies`,
+        ),
+        undefined,
+      );
       return;
     }
     request.jsonBody = { raw, inspection: inspected.value };

@@ -4,7 +4,7 @@
  * incremental SHA-256, so a record of a truncated answer still pins down exactly what was sent.
  */
 import { createHash, type Hash } from 'node:crypto';
-import { inspectJson, MAX_JSON_DEPTH } from '@countersign/core';
+import { inspectJson, jsonContainerBudget, MAX_JSON_DEPTH } from '@countersign/core';
 
 /** Spec 8: at most this many response bytes are held for the log. */
 export const CAPTURE_LIMIT_BYTES = 2 * 1024 * 1024;
@@ -98,7 +98,8 @@ export class BodyCapture {
       // must not be able to break the record or have it certify a value it did not send: such a
       // body is recorded as the text it is, with the SHA-256 above pinning its bytes.
       const inspected = inspectJson(raw, { maxDepth: MAX_JSON_DEPTH });
-      if (inspected.ok && inspected.value.lossless) {
+      // Too many containers for its size: recorded as text, so parsing it cannot hold the loop.
+      if (inspected.ok && inspected.value.lossless && inspected.value.containers <= jsonContainerBudget(raw.length)) {
         out.body = JSON.parse(text) as unknown;
         return out;
       }

@@ -6,7 +6,7 @@
  * loses the summary, never the record).
  */
 import { brotliDecompressSync, gunzipSync, inflateSync } from 'node:zlib';
-import { inspectJson, MAX_JSON_DEPTH } from '@countersign/core';
+import { inspectJson, jsonContainerBudget, MAX_JSON_DEPTH } from '@countersign/core';
 import { parseSse, type CapturedBody, type SseEvent } from '../capture.js';
 
 /** Upper bound on the decoded size of one answer read for its summary. */
@@ -34,7 +34,7 @@ export function decodeEncodedAnswer(
   const type = (contentType ?? '').toLowerCase();
   if (type.startsWith('text/event-stream')) return { events: parseSse(plain.toString('utf8')) };
   const inspected = inspectJson(plain, { maxDepth: MAX_JSON_DEPTH });
-  if (!inspected.ok) return {};
+  if (!inspected.ok || inspected.value.containers > jsonContainerBudget(plain.length)) return {};
   try {
     return { json: JSON.parse(plain.toString('utf8')) as unknown };
   } catch {
