@@ -1,6 +1,7 @@
 // Polls GET <url>/healthz every 20 ms in its own process (so the test process's own work does
 // not count in the figures) until stdin closes, then prints {"n","p99","max","failures"} and exits.
 import http from 'node:http';
+import { performance } from 'node:perf_hooks';
 const url = process.argv[2] + '/healthz';
 const agent = new http.Agent({ keepAlive: true, maxSockets: 1 });
 const times = [];
