@@ -232,12 +232,12 @@ export class TargetGuard {
     const allowListed = this.isAllowListed(hostname, port);
     if (net.isIP(hostname) !== 0) {
       const reason = allowListed ? undefined : addressBlockReason(hostname);
-      if (reason) throw new TargetBlockedError(`target address ${hostname} ${reason}`);
+      if (reason) throw new TargetBlockedError(`target address ${hostname} ${reason}${allowHint(hostname, port)}`);
       return [hostname];
     }
     if (!allowListed) {
       const reason = hostnameBlockReason(hostname);
-      if (reason) throw new TargetBlockedError(`target host ${reason}`);
+      if (reason) throw new TargetBlockedError(`target host ${reason}${allowHint(hostname, port)}`);
     }
     const key = `${hostname.toLowerCase()}:${port}`;
     const hit = this.#cache.get(key);
@@ -255,7 +255,7 @@ export class TargetGuard {
         const reason = addressBlockReason(a);
         // One bad address refuses the host: a resolver that mixes a public and a private answer
         // is exactly what a rebinding attack looks like.
-        if (reason) throw new TargetBlockedError(`target host ${hostname} resolves to ${a}, which ${reason}`);
+        if (reason) throw new TargetBlockedError(`target host ${hostname} resolves to ${a}, which ${reason}${allowHint(hostname, port)}`);
       }
     }
     if (this.#ttl > 0) {
@@ -269,4 +269,10 @@ export class TargetGuard {
   clearCache(): void {
     this.#cache.clear();
   }
+}
+
+/** How an operator admits a destination the guard refuses (said where the 403 happens). */
+function allowHint(hostname: string, port: number): string {
+  const host = net.isIPv6(hostname) ? `[${hostname}]` : hostname;
+  return `; if this destination is yours, start the server with --allow-targets ${host}:${port} (or COUNTERSIGN_ALLOW_TARGETS)`;
 }
