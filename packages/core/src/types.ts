@@ -82,6 +82,19 @@ export interface LogListFilter {
   to?: string;
   /** Only entries with (true) or without (false) credential handover. */
   handover?: boolean;
+  /** Case-insensitive prefix of the actor, the action, the trace id. */
+  actorPrefix?: string;
+  actionPrefix?: string;
+  traceIdPrefix?: string;
+  /** Case-insensitive substring of the actor, the action. */
+  actorContains?: string;
+  actionContains?: string;
+  /** One status or a comma-separated list (`pending,failed`). */
+  status?: string;
+  /** One source or a comma-separated list (`log,proxy`). */
+  source?: string;
+  /** Plain metadata `key=value`, repeatable: every one must match (values compare as text). */
+  meta?: string | string[];
   limit?: number;
   cursor?: string;
   /** `payload`: the entries carry their envelopes (a page then ends early at the server's payload budget). */

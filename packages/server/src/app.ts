@@ -19,6 +19,7 @@ import { strictBodyValidator } from './http/schema-validators.js';
 import { installJsonBodyParser } from './http/json-body.js';
 import { installAdmission } from './http/admission.js';
 import { installConnectionLimits } from './http/connection-limits.js';
+import { installEmbedCors } from './http/embed-cors.js';
 import type { AppContext } from './app-context.js';
 import openapiPlugin from './management/openapi.js';
 import healthPlugin from './management/health.js';
@@ -157,6 +158,7 @@ async function assemble(
   const roles = config.roles;
   if (roles.has('management')) {
     await app.register(projectsPlugin);
+    installEmbedCors(app);
     await app.register(logsPlugin);
     await app.register(eventsPlugin);
     await app.register(projectSettingsPlugin);

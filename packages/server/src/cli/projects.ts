@@ -3,7 +3,8 @@
  * master key (so it works against any instance, local or remote):
  * `projects create --name N --class agent`, `projects keys <projectId>`,
  * `projects add-key <projectId> --class live`, `projects rotate-key <projectId> <keyId> [--class C] [--grace S]`,
- * `projects revoke-key <projectId> <keyId>`, `projects rotate-client-secret <projectId> [--grace S]`.
+ * `projects revoke-key <projectId> <keyId>`, `projects rotate-client-secret <projectId> [--grace S]`,
+ * `projects embed-origins <projectId> [origin…]`.
  * Key text and client secrets are printed once, as the API returns them.
  */
 import type { Command } from 'commander';
@@ -100,6 +101,20 @@ export function registerProjects(program: Command): void {
         print(o, a, () => [`clientSecret  ${String(a.clientSecret)}   (shown once; ${old})`]);
       }),
     );
+
+  withConnection(
+    projects
+      .command('embed-origins <projectId> [origins...]')
+      .description('set the origins allowed to frame /embed and to read with embed tokens (CORS); none clears them'),
+  ).action((projectId: string, origins: string[], o: Connection) =>
+    run(async () => {
+      const a = await call(o, 'PATCH', `/v1/projects/${encodeURIComponent(projectId)}`, {
+        embedOrigins: origins.length > 0 ? origins : null,
+      });
+      const set = ((a.project as { embedOrigins?: string[] } | undefined)?.embedOrigins ?? []).join(' ');
+      print(o, a, () => [set === '' ? 'no embedding origins' : `embedding origins: ${set}`]);
+    }),
+  );
 
   withConnection(projects.command('revoke-key <projectId> <keyId>').description('revoke a key at once')).action(
     (projectId: string, keyId: string, o: Connection) =>

@@ -10,8 +10,11 @@ import { assertEmbedScope } from '../auth/embed-token.js';
 import type { EmbedPrincipal, KeyPrincipal } from '../auth/principal.js';
 import { ApiError } from '../errors.js';
 import { errorResponses, logIdSchema, projectIdParam } from '../management/schemas.js';
-import type { LogFilter, LogRow } from '../store/index.js';
+import type { LogRow } from '../store/index.js';
 import { decodeCursor, encodeCursor, logAnswerStream, logEntrySchema, toLogEntry } from './entry.js';
+import { FILTER_PROPERTIES, filterOf } from './filters.js';
+import { registerLogExport } from './export.js';
+import { registerLogStream } from './stream.js';
 
 // Labels (traceId, actor, action) as filters and path segments: the one limit of core's
 // MAX_ID_LENGTH, so every label accepted on ingest can be read back (issue 8).
@@ -63,16 +66,11 @@ export function inScope(request: FastifyRequest, row: Pick<LogRow, 'traceId' | '
   return (s.traceId === undefined || s.traceId === row.traceId) && (s.actor === undefined || s.actor === row.actor);
 }
 
-function epochMs(name: string, iso: string | undefined): number | undefined {
-  if (iso === undefined) return undefined;
-  const ms = Date.parse(iso);
-  if (Number.isNaN(ms)) throw new ApiError('invalid_request', `${name} must be an ISO 8601 date-time`);
-  return ms;
-}
-
 /** Logs plugin. */
 export default async function logsPlugin(app: FastifyInstance): Promise<void> {
   const { store, config } = app.ctx;
+  registerLogExport(app);
+  registerLogStream(app);
 
   app.get<{ Params: { projectId: string }; Querystring: ListQuery }>(
     '/v1/projects/:projectId/logs',
@@ -88,13 +86,7 @@ export default async function logsPlugin(app: FastifyInstance): Promise<void> {
           type: 'object',
           additionalProperties: false,
           properties: {
-            traceId: text256,
-            actor: text256,
-            actorType: { type: 'string', enum: ['human', 'agent', 'service'] },
-            action: text256,
-            from: { type: 'string', format: 'date-time', description: 'receivedAt >= from' },
-            to: { type: 'string', format: 'date-time', description: 'receivedAt < to' },
-            handover: { type: 'boolean', description: 'only entries with (true) or without (false) credential handover' },
+            ...FILTER_PROPERTIES,
             limit: { type: 'integer', minimum: 1, maximum: 500, default: 50 },
             cursor: { type: 'string', maxLength: 64, description: 'nextCursor of the previous page' },
             include: includeParam,
@@ -115,23 +107,8 @@ export default async function logsPlugin(app: FastifyInstance): Promise<void> {
     },
     async (request) => {
       const q = request.query;
-      const scope = scopeOf(request);
-      const filter: LogFilter = {
-        traceId: q.traceId,
-        actor: q.actor,
-        actorType: q.actorType,
-        action: q.action,
-        from: epochMs('from', q.from),
-        to: epochMs('to', q.to),
-        handover: q.handover,
-      };
-      // An embed token's scope narrows the filter; asking outside it finds nothing.
-      for (const k of ['traceId', 'actor'] as const) {
-        const forced = scope[k];
-        if (forced === undefined) continue;
-        if (filter[k] !== undefined && filter[k] !== forced) return { success: true, logs: [], nextCursor: null };
-        filter[k] = forced;
-      }
+      const filter = filterOf(request, q);
+      if (filter === null) return { success: true, logs: [], nextCursor: null };
       const page = await store.logs.page(request.params.projectId, filter, {
         order: 'newest',
         limit: q.limit ?? 50,

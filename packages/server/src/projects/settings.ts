@@ -38,6 +38,20 @@ export const PROJECT_SETTINGS: Record<string, ProjectSetting> = {
     },
     read: async (ctx, projectId) => (await ctx.store.retention.retentionDays(projectId)) ?? null,
   },
+  embedOrigins: {
+    schema: {
+      type: ['array', 'null'],
+      maxItems: 32,
+      uniqueItems: true,
+      items: { type: 'string', maxLength: 256, pattern: '^https?://[A-Za-z0-9.-]+(:[0-9]{1,5})?$' },
+      description:
+        "Origins (scheme://host[:port]) allowed to frame /embed and to call the API with this project's embed tokens (CORS); null or [] = none.",
+    },
+    apply: async (ctx, projectId, value) => {
+      await ctx.store.projects.setEmbedOrigins(projectId, (value as string[] | null)?.map((o) => o.toLowerCase()) ?? null);
+    },
+    read: async (ctx, projectId) => ctx.store.projects.embedOrigins(projectId),
+  },
 };
 
 const masterOnly = async (request: FastifyRequest) => {

@@ -72,7 +72,7 @@ export class Store {
     private readonly dataDirLock: { close(): unknown } | undefined,
   ) {
     this.projects = new ProjectRepository(db);
-    this.logs = new LogRepository(db, writer);
+    this.logs = new LogRepository(db, writer, dialect);
     this.events = new EventRepository(db);
     this.notifier = new Notifier(pgPool);
     this.witnessKeys = new WitnessKeyRepository(db);

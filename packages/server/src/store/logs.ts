@@ -64,6 +64,20 @@ export interface LogFilter {
   /** Exclusive upper bound on receivedAt, epoch ms. */
   to?: number | undefined;
   handover?: boolean | undefined;
+  /** Case-insensitive prefix of the actor / action / trace id. */
+  actorPrefix?: string | undefined;
+  actionPrefix?: string | undefined;
+  traceIdPrefix?: string | undefined;
+  /** Case-insensitive substring of the actor / action. */
+  actorContains?: string | undefined;
+  actionContains?: string | undefined;
+  /** Any of these statuses / sources. */
+  status?: string[] | undefined;
+  source?: string[] | undefined;
+  /** Plain metadata members that must all equal these texts (`true`, `5`, `eu` …). */
+  meta?: Array<[key: string, value: string]> | undefined;
+  /** Only entries after this sequence number (the live stream's position). */
+  afterSeq?: number | undefined;
 }
 
 /** Data access for log entries. */
@@ -71,6 +85,7 @@ export class LogRepository {
   constructor(
     private readonly db: Kysely<Database>,
     private readonly writer: LogWriter,
+    private readonly dialect: 'sqlite' | 'postgres' = 'sqlite',
   ) {}
 
   /**
@@ -164,6 +179,7 @@ export class LogRepository {
         .select([...SUMMARY_COLUMNS, sql<number | string>`octet_length(payload)`.as('payload_bytes')])
         .where('project_id', '=', projectId),
       filter,
+      this.dialect,
     );
     if (options.cursorSeq !== undefined) q = q.where('seq', newest ? '<' : '>', options.cursorSeq);
     const found = await q
@@ -251,9 +267,39 @@ const SUMMARY_COLUMNS = [
 const everyColumnListed: Exclude<Exclude<keyof LogsTable, 'payload'>, (typeof SUMMARY_COLUMNS)[number]> extends never ? true : never = true;
 void everyColumnListed;
 
+/** A LIKE pattern matching `text` literally (wildcards escaped with `\`), lower-cased. */
+function likePattern(text: string, prefixOnly: boolean): string {
+  const literal = text.toLowerCase().replace(/[\\%_]/g, (c) => '\\' + c);
+  return (prefixOnly ? '' : '%') + literal + '%';
+}
+
 /** The listing filters on a query of `logs`. */
-function filtered<O>(query: SelectQueryBuilder<Database, 'logs', O>, filter: LogFilter): SelectQueryBuilder<Database, 'logs', O> {
+function filtered<O>(
+  query: SelectQueryBuilder<Database, 'logs', O>,
+  filter: LogFilter,
+  dialect: 'sqlite' | 'postgres' = 'sqlite',
+): SelectQueryBuilder<Database, 'logs', O> {
   let q = query;
+  const like = (column: 'actor' | 'action' | 'trace_id', text: string | undefined, prefixOnly: boolean) => {
+    if (text !== undefined) q = q.where(sql<boolean>`lower(${sql.ref(column)}) like ${likePattern(text, prefixOnly)} escape '\\'`);
+  };
+  like('actor', filter.actorPrefix, true);
+  like('action', filter.actionPrefix, true);
+  like('trace_id', filter.traceIdPrefix, true);
+  like('actor', filter.actorContains, false);
+  like('action', filter.actionContains, false);
+  if (filter.status !== undefined && filter.status.length > 0) q = q.where('status', 'in', filter.status);
+  if (filter.source !== undefined && filter.source.length > 0) q = q.where('source', 'in', filter.source);
+  if (filter.afterSeq !== undefined) q = q.where('seq', '>', filter.afterSeq);
+  for (const [key, value] of filter.meta ?? []) {
+    // Metadata is JSON text; a member compares as text (true, 5, "eu" → eu) on both stores.
+    q =
+      dialect === 'postgres'
+        ? q.where(sql<boolean>`(metadata::jsonb ->> ${key}) = ${value}`)
+        : q.where(
+            sql<boolean>`exists (select 1 from json_each(logs.metadata) m where m.key = ${key} and (case m.type when 'true' then 'true' when 'false' then 'false' else cast(m.value as text) end) = ${value})`,
+          );
+  }
   if (filter.traceId !== undefined) q = q.where('trace_id', '=', filter.traceId);
   if (filter.actor !== undefined) q = q.where('actor', '=', filter.actor);
   if (filter.actorType !== undefined) q = q.where('actor_type', '=', filter.actorType);

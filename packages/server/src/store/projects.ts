@@ -47,6 +47,24 @@ export class ProjectRepository {
     });
   }
 
+  /** Sets the origins allowed to embed the project's viewer (null or [] = none). */
+  async setEmbedOrigins(id: string, origins: string[] | null): Promise<void> {
+    const value = origins && origins.length > 0 ? JSON.stringify(origins) : null;
+    await this.db.updateTable('projects').set({ embed_origins: value }).where('id', '=', id).execute();
+  }
+
+  /** The origins allowed to embed the project's viewer; [] when none (or no such project). */
+  async embedOrigins(id: string): Promise<string[]> {
+    const r = await this.db.selectFrom('projects').select('embed_origins').where('id', '=', id).executeTakeFirst();
+    if (!r?.embed_origins) return [];
+    try {
+      const parsed = JSON.parse(r.embed_origins) as unknown;
+      return Array.isArray(parsed) ? parsed.filter((o): o is string => typeof o === 'string') : [];
+    } catch {
+      return [];
+    }
+  }
+
   /** One project, or undefined. */
   async get(id: string): Promise<ProjectRow | undefined> {
     const r = await this.db.selectFrom('projects').selectAll().where('id', '=', id).executeTakeFirst();

@@ -13,6 +13,7 @@ import * as m006 from './006_client_secret_rotation.js';
 import * as m007 from './007_exchange_timing.js';
 import * as m008 from './008_webhooks.js';
 import * as m009 from './009_retention.js';
+import * as m010 from './010_embed_origins.js';
 
 /** One migration: a name (sort order) and its `up`. */
 export interface Migration {
@@ -31,4 +32,5 @@ export const MIGRATIONS: Migration[] = [
   { name: '007_exchange_timing', up: m007.up },
   { name: '008_webhooks', up: m008.up },
   { name: '009_retention', up: m009.up },
+  { name: '010_embed_origins', up: m010.up },
 ];
