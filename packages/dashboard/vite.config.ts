@@ -19,7 +19,7 @@ export default defineConfig({
     emptyOutDir: true,
     target: 'es2022',
     sourcemap: false,
-    // The verifier (pkijs, asn1js, noble) is most of the bundle; one file keeps the CSP simple.
+    // The verifier chunk (pkijs, asn1js, noble) and ELK's worker are large by nature; both load on demand.
     chunkSizeWarningLimit: 2000,
   },
   server: { proxy: { '/v1': 'http://127.0.0.1:8080', '/api': 'http://127.0.0.1:8080' } },

@@ -21,8 +21,15 @@ export type LogRowEntry = LogListEntry;
 /** A security event as listed and streamed (core's type plus the store sequence number). */
 export type SecurityEvent = CoreSecurityEvent & { seq: number };
 
-/** Filters of the log listing (the dashboard's subset of core's). */
-export type LogFilters = Pick<LogListFilter, 'actor' | 'actorType' | 'action' | 'traceId' | 'handover'>;
+/**
+ * Filters of the log listing, export and stream, as the API's query parameters (DESIGN §4:
+ * `actor`, `actorPrefix`, `actorContains`, … `from`, `to`, `status`, `source`, `handover`,
+ * repeated `meta=key=value`). Kept as parameters so the page's URL and the API use one form.
+ */
+export type LogFilters = URLSearchParams;
+
+/** Core's filter type, for the parameters the two share. */
+export type CoreLogFilter = LogListFilter;
 
 /** What the proof endpoint answers. */
 export type ProofAnswer =
@@ -109,8 +116,7 @@ export class DashboardApi {
 
   /** One page of logs, newest first, without payloads (GET …/logs carries none unless asked). */
   listLogs(filters: LogFilters, limit = 50, cursor?: string): Promise<{ logs: LogRowEntry[]; nextCursor: string | null }> {
-    const q = new URLSearchParams();
-    for (const [k, v] of Object.entries(filters)) if (v !== undefined && v !== '') q.set(k, String(v));
+    const q = new URLSearchParams(filters);
     q.set('limit', String(limit));
     if (cursor) q.set('cursor', cursor);
     return this.#json(this.#projectPath(`/logs?${q}`));
@@ -160,23 +166,80 @@ export class DashboardApi {
    * Resolves when the stream ends; rejects with {@link ApiCallError} when the server refuses it.
    * @param lastEventId replay stored events after this sequence number first.
    */
-  async streamEvents(
+  streamEvents(
     handlers: { onOpen: () => void; onEvent: (e: SecurityEvent) => void },
+    signal: AbortSignal,
+    lastEventId?: string,
+  ): Promise<void> {
+    return this.#sse(
+      '/events/stream',
+      'security.policy_violation',
+      { onOpen: handlers.onOpen, onData: (d) => handlers.onEvent(d as SecurityEvent) },
+      signal,
+      lastEventId,
+    );
+  }
+
+  /**
+   * Follows new log entries (`GET …/logs/stream`, no payloads) with the given filters until
+   * `signal` aborts or the server ends the stream; `onLog` gets each entry and its event id
+   * (the position to resume after with `Last-Event-ID`).
+   */
+  streamLogs(
+    filters: LogFilters,
+    handlers: { onOpen: () => void; onLog: (l: LogRowEntry, id: string | undefined) => void },
+    signal: AbortSignal,
+    lastEventId?: string,
+  ): Promise<void> {
+    const q = filters.toString();
+    return this.#sse(
+      `/logs/stream${q ? `?${q}` : ''}`,
+      'log',
+      { onOpen: handlers.onOpen, onData: (d, id) => handlers.onLog(d as LogRowEntry, id) },
+      signal,
+      lastEventId,
+    );
+  }
+
+  /** Starts an export of the filtered range (`GET …/logs/export`); the answer streams. */
+  async exportLogs(format: 'csv' | 'jsonl', filters: LogFilters, signal?: AbortSignal): Promise<Response> {
+    const res = await this.#fetch(this.exportUrl(format, filters), {
+      headers: { accept: format === 'csv' ? 'text/csv' : 'application/x-ndjson' },
+      ...(signal ? { signal } : {}),
+    });
+    if (res.status !== 200 || !res.body) throw await errorOf(res);
+    return res;
+  }
+
+  /** The export URL for these filters (the credential goes in the Authorization header, never in it). */
+  exportUrl(format: 'csv' | 'jsonl', filters: LogFilters): string {
+    const q = new URLSearchParams(filters);
+    q.set('format', format);
+    return this.#projectPath(`/logs/export?${q}`);
+  }
+
+  /** Reads an SSE stream with fetch (EventSource cannot send the Authorization header). */
+  async #sse(
+    rest: string,
+    eventName: string,
+    handlers: { onOpen: () => void; onData: (data: unknown, id: string | undefined) => void },
     signal: AbortSignal,
     lastEventId?: string,
   ): Promise<void> {
     const headers: Record<string, string> = { accept: 'text/event-stream' };
     if (lastEventId) headers['last-event-id'] = lastEventId;
-    const res = await this.#fetch(this.#projectPath('/events/stream'), { headers, signal });
+    const res = await this.#fetch(this.#projectPath(rest), { headers, signal });
     if (res.status !== 200 || !res.body) throw await errorOf(res);
     handlers.onOpen();
     const parser = new SseParser((frame) => {
-      if (frame.event !== 'security.policy_violation') return;
+      if (frame.event !== eventName) return;
+      let data: unknown;
       try {
-        handlers.onEvent(JSON.parse(frame.data) as SecurityEvent);
+        data = JSON.parse(frame.data);
       } catch {
-        /* a frame that is not JSON is not an event we can show */
+        return; // a frame that is not JSON is not an entry we can show
       }
+      handlers.onData(data, frame.id);
     });
     const reader = res.body.pipeThrough(new TextDecoderStream()).getReader();
     try {

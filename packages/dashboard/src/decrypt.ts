@@ -3,7 +3,11 @@
  * implementation. The key strings live only in this object (memory): never in storage, never in
  * a request.
  */
-import { EnvelopeKeyring, isCoreError, deriveEnvelopeKey, openPayload, type Envelope } from '@countersign/core';
+// Core's own envelope and error modules, by path rather than through core's index: the index
+// also brings the verifier (pkijs), which the page then loads only with verify.ts, when a proof
+// is first checked. The same source files, so core's code is still the only copy.
+import { EnvelopeKeyring, deriveEnvelopeKey, openPayload, type Envelope } from '../../core/src/envelope.js';
+import { isCoreError } from '../../core/src/errors.js';
 
 /** The outcome of opening one payload. */
 export type OpenResult =
@@ -41,8 +45,12 @@ export class PayloadOpener {
     return this.#keys.length;
   }
 
-  /** Opens the payload of log `logId` (results cached per log). Never throws. */
-  open(logId: string, envelope: Envelope): Promise<OpenResult> {
+  /**
+   * Opens the payload of log `logId` (results cached per log unless `cache` is false, as for an
+   * export, which reads each entry once). Never throws.
+   */
+  open(logId: string, envelope: Envelope, cache = true): Promise<OpenResult> {
+    if (!cache) return this.#cache.get(logId) ?? this.#open(logId, envelope);
     let hit = this.#cache.get(logId);
     if (!hit) {
       hit = this.#open(logId, envelope);

@@ -1,15 +1,17 @@
 /**
- * The detail of a selected node: the entry's fields, its decrypted payload, its proof receipt
- * (pending or sealed) and the verification log, which is core's `verifyReceipt` report run in
- * this page, every step with pass / fail / skip and its reason.
+ * The side panel of a selected node: the entry's fields and timing, its decrypted payload (for
+ * a proxied call the request and response halves, and for an LLM call the model, tokens and
+ * messages), its proof receipt (pending or sealed) and the verification log, which is core's
+ * `verifyReceipt` report run in this page, every step with pass / fail / skip and its reason.
  */
 import type { ProofReceipt } from '@countersign/core';
 import type { LogEntry, PublishedTrust } from './api.js';
 import type { DashboardContext } from './context.js';
 import { byId, h, jsonBlock, timeCell, type Child } from './dom.js';
 import { errorView } from './errors.js';
-import type { SpanFacts } from './graph.js';
-import { verifyInBrowser, type TrustInput } from './verify.js';
+import { formatDuration, type SpanFacts, type TraceGraph, type TraceNode } from './graph.js';
+import { llmView, recordedBody } from './llm.js';
+import type { TrustInput } from './verify.js';
 
 /** The detail panel. */
 export class DetailView {
@@ -17,6 +19,9 @@ export class DetailView {
   #poll: ReturnType<typeof setTimeout> | undefined;
   #trust: Promise<PublishedTrust> | undefined;
   #trustFor: DashboardContext | undefined;
+
+  /** Called when the user closes the panel. */
+  onClose: () => void = () => undefined;
 
   /** Hides the panel. */
   clear(): void {
@@ -26,8 +31,37 @@ export class DetailView {
     byId('detail').replaceChildren();
   }
 
+  #head(title: string, sub: string): HTMLElement {
+    const close = h('button', { type: 'button', class: 'ghost close', 'aria-label': 'Close the panel', title: 'Close' }, '×');
+    close.addEventListener('click', () => {
+      this.clear();
+      this.onClose();
+    });
+    return h('div', { class: 'card-head' }, h('h2', {}, `${title} `, h('span', { class: 'muted mono small' }, sub)), close);
+  }
+
+  /** Shows a run node (a span no entry owns: a `runAsAgent` run): its agent, span and children. */
+  showRun(node: TraceNode, graph: TraceGraph): void {
+    this.#gen++;
+    clearTimeout(this.#poll);
+    const children = graph.nodes.filter((n) => n.parent === node.index);
+    const panel = byId('detail');
+    panel.replaceChildren(
+      this.#head(`run of ${node.agent}`, node.span.spanId ?? ''),
+      dl([
+        ['agent', node.agent],
+        ['spanId', h('span', { class: 'mono' }, node.span.spanId ?? '—')],
+        ['started', timeCell(new Date(node.startMs).toISOString())],
+        ['duration', formatDuration(node.endMs !== undefined ? node.endMs - node.startMs : undefined) || '—'],
+        ['children', String(children.length)],
+      ]),
+      note('A span that no entry of this trace owns: the run of an agent (runAsAgent) whose entries name it as their parent.'),
+    );
+    panel.hidden = false;
+  }
+
   /** Shows `entry` (re-entrant: a newer call wins). */
-  async show(ctx: DashboardContext, entry: LogEntry, span: SpanFacts): Promise<void> {
+  async show(ctx: DashboardContext, entry: LogEntry, span: SpanFacts, node?: TraceNode): Promise<void> {
     const gen = ++this.#gen;
     clearTimeout(this.#poll);
     const panel = byId('detail');
@@ -35,19 +69,21 @@ export class DetailView {
     const proofBox = h('div', { id: 'detail-proof' }, h('p', { class: 'muted' }, entry.requestProof ? 'Loading the proof…' : ''));
     const verifyBox = h('div', { id: 'verification-log' });
     panel.replaceChildren(
-      h('div', { class: 'card-head' }, h('h2', {}, `${entry.action} `, h('span', { class: 'muted mono small' }, entry.id))),
-      h(
-        'div',
-        { class: 'detail-grid' },
-        h('div', {}, h('h3', {}, 'Entry'), fields(entry, span), h('h3', {}, 'Decrypted payload'), payloadBox),
-        h('div', {}, h('h3', {}, 'Proof receipt'), proofBox, h('h3', {}, 'Verification log'), verifyBox),
-      ),
+      this.#head(entry.action, entry.id),
+      h('h3', {}, 'Proof receipt'),
+      proofBox,
+      h('h3', {}, 'Verification log'),
+      verifyBox,
+      h('h3', {}, 'Decrypted content'),
+      payloadBox,
+      h('h3', {}, 'Entry'),
+      fields(entry, span, node),
     );
     panel.hidden = false;
 
     const opened = await ctx.opener.open(entry.id, entry.payload);
     if (gen !== this.#gen) return;
-    if (opened.state === 'open') payloadBox.replaceChildren(jsonBlock(opened.payload));
+    if (opened.state === 'open') payloadBox.replaceChildren(...payloadView(opened.payload));
     else if (opened.state === 'no_key')
       payloadBox.replaceChildren(
         note('Encrypted. Enter the decryption key (top right) to read it here; the key stays in this page.'),
@@ -122,6 +158,8 @@ export class DetailView {
       if (gen === this.#gen) box.replaceChildren(h('div', { class: 'error' }, errorView(err)));
       return;
     }
+    // The verifier (pkijs, asn1js) is most of the page's code: it loads when first needed.
+    const { verifyInBrowser } = await import('./verify.js');
     const { report, notes } = await verifyInBrowser(payload, receipt, trust, window.location.origin);
     if (gen !== this.#gen) return;
     const failed = report.steps.filter((s) => s.status === 'fail').length;
@@ -216,7 +254,57 @@ function dl(rows: Array<[string, Child]>): HTMLElement {
   return h('dl', { class: 'fields' }, ...rows.flatMap(([k, v]) => [h('dt', {}, k), h('dd', { 'data-field': k }, v)]));
 }
 
-function fields(e: LogEntry, span: SpanFacts): HTMLElement {
+/** The decrypted payload: the LLM call and the request/response halves when it is a proxy record, then the whole JSON. */
+function payloadView(payload: Record<string, unknown>): HTMLElement[] {
+  const out: HTMLElement[] = [];
+  const llm = llmView(payload);
+  if (llm) {
+    const usage = llm.usage
+      ? Object.entries(llm.usage)
+          .map(([k, v]) => `${k} ${v}`)
+          .join(', ')
+      : '—';
+    out.push(
+      h(
+        'div',
+        { class: 'llm', id: 'detail-llm' },
+        dl([
+          ['model', h('strong', { 'data-llm': 'model' }, llm.model ?? '—')],
+          ['provider', [llm.provider, llm.api].filter(Boolean).join(' · ') || '—'],
+          ['tokens', h('span', { 'data-llm': 'tokens' }, usage)],
+          ['finish', llm.finishReason ?? '—'],
+          ...(llm.timeToFirstTokenMs !== undefined ? ([['first token', `${llm.timeToFirstTokenMs} ms`]] as Array<[string, Child]>) : []),
+        ]),
+        h(
+          'ol',
+          { class: 'messages' },
+          ...llm.messages.map((m) => h('li', { class: `msg ${m.role}` }, h('span', { class: 'role' }, m.role), h('pre', {}, m.text))),
+          llm.answer ? h('li', { class: 'msg answer' }, h('span', { class: 'role' }, 'answer'), h('pre', {}, llm.answer)) : null,
+        ),
+      ),
+    );
+  }
+  for (const half of ['request', 'response'] as const) {
+    const v = payload[half];
+    if (typeof v !== 'object' || v === null) continue;
+    const o = v as Record<string, unknown>;
+    const title = half === 'request' ? `Request ${String(o.method ?? '')} ${String(o.target ?? '')}` : `Response ${String(o.status ?? '')}`;
+    const body = recordedBody(o);
+    out.push(
+      h(
+        'details',
+        { class: `half ${half}`, open: true },
+        h('summary', {}, title),
+        body !== undefined ? jsonBlock(body) : h('p', { class: 'muted small' }, 'no body recorded'),
+        o.headers ? h('details', {}, h('summary', { class: 'small' }, 'headers'), jsonBlock(o.headers)) : null,
+      ),
+    );
+  }
+  out.push(h('details', { class: 'raw', open: out.length === 0 }, h('summary', {}, 'Whole decrypted payload'), jsonBlock(payload)));
+  return out;
+}
+
+function fields(e: LogEntry, span: SpanFacts, node?: TraceNode): HTMLElement {
   const rows: Array<[string, Child]> = [
     ['id', h('span', { class: 'mono' }, e.id)],
     ['receivedAt', timeCell(e.receivedAt)],
@@ -234,6 +322,10 @@ function fields(e: LogEntry, span: SpanFacts): HTMLElement {
   if (e.occurredAt) rows.splice(2, 0, ['occurredAt', timeCell(e.occurredAt)]);
   if (span.spanId) rows.push(['spanId', h('span', { class: 'mono' }, span.spanId)]);
   if (span.parentSpanId) rows.push(['parent span', h('span', { class: 'mono' }, `${span.parentSpanId} (from ${span.parentFrom})`)]);
+  if (node) {
+    rows.push(['started', timeCell(new Date(node.startMs).toISOString())]);
+    if (node.endMs !== undefined) rows.push(['duration', h('span', { 'data-duration': '' }, formatDuration(node.endMs - node.startMs))]);
+  }
   const out = dl(rows);
   return e.metadata ? h('div', {}, out, h('h3', {}, 'Metadata (stored in the clear)'), jsonBlock(e.metadata)) : out;
 }

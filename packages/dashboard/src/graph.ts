@@ -1,57 +1,71 @@
 /**
- * The Story Visualizer's model: a trace's entries as a graph, pure (no DOM) so it is tested in
- * Node. Nodes are the entries in time order; edges join each entry to the next (`sequence`) and
- * a child to its parent span (`parent`) when the entry's metadata or decrypted payload names one.
+ * The Story Visualizer's model: a trace's entries as a span tree, pure (no DOM) so it is tested
+ * in Node. Nodes are the entries (plus one "run" node per parent span that no entry owns, such
+ * as the span `runAsAgent` opens); edges join a child to its parent span's node (`parent`), and,
+ * for entries with no parent at all, each to the previous such entry in time (`sequence`, the
+ * fallback when nothing says how they relate). Lanes are agents (actors).
  *
- * Where the parent comes from, first match wins, in metadata then in the decrypted payload:
- * `parentSpanId` / `parent_span_id` / `parentId`, then a W3C `traceparent`
- * (`00-<trace id>-<span id>-<flags>`), whose span id is the caller's span, i.e. the parent of
- * this entry. It is looked for at the top level, under `metadata`, `agent` (the client
- * library's agent context) and `request.headers` (what the proxy recorded). An entry's own span
- * is `spanId` / `span_id` at the same places.
+ * Where span facts come from, first match wins: the entry's plain `spanId` / `parentSpanId`
+ * fields (DESIGN §4), then its plain `metadata`, then the decrypted payload (top level,
+ * `metadata`, `agent`, recorded `request.headers`): `spanId` / `span_id` is the entry's own span;
+ * `parentSpanId` / `parent_span_id` / `parentId`, or else a W3C `traceparent`
+ * (`00-<trace>-<span>-<flags>`, whose span is the caller's, i.e. this entry's parent).
  */
 import type { LogEntry } from './api.js';
 
+/** Plain span fields of an entry (DESIGN §4); optional so entries from older servers still read. */
+export interface SpanFields {
+  spanId?: string;
+  parentSpanId?: string;
+  startedAt?: string;
+  endedAt?: string;
+  durationMs?: number | null;
+}
+
 /** Span facts of one entry. */
 export interface SpanFacts {
-  /** The entry's own span id (lower-case hex or as given). */
   spanId?: string;
-  /** The span it ran under. */
   parentSpanId?: string;
-  /** Where the parent was read from (for the detail panel), e.g. `payload.agent.traceparent`. */
+  /** Where the parent was read from (for the detail panel), e.g. `parentSpanId` or `payload.agent.traceparent`. */
   parentFrom?: string;
 }
 
-/** One node of the canvas. */
+/** One node of the canvas and the waterfall. */
 export interface TraceNode {
-  entry: LogEntry;
-  /** Position in time order (0-based); also the column. */
+  /** The log id, or `span:<id>` for a run node. */
+  key: string;
+  /** The entry; undefined for a run node. */
+  entry?: LogEntry;
+  /** Position in time order (0-based). */
   index: number;
-  /** Row: one per parent span, in order of first appearance (0 = no parent known). */
-  lane: number;
+  /** The agent (actor) whose lane the node sits in. */
+  agent: string;
+  /** Label: the action, or `run` for a run node. */
+  action: string;
   span: SpanFacts;
+  /** Start and end (ms since epoch); end is undefined when unknown. */
+  startMs: number;
+  endMs: number | undefined;
+  /** Index of the parent node, when known. */
+  parent: number | undefined;
+  /** Depth in the span tree (0 = root). */
+  depth: number;
 }
 
 /** One edge, between node indexes. */
 export interface TraceEdge {
   from: number;
   to: number;
+  /** `parent`: a span's node to its first child; `sequence`: a step to the next step of the same span. */
   kind: 'sequence' | 'parent';
-}
-
-/** A lane: the entries sharing a parent span. */
-export interface TraceLane {
-  /** The parent span id, or undefined for entries with no known parent. */
-  parentSpanId: string | undefined;
-  /** The node (index) that owns this span, when one of the trace's entries is that span. */
-  ownerIndex: number | undefined;
 }
 
 /** The whole graph. */
 export interface TraceGraph {
   nodes: TraceNode[];
   edges: TraceEdge[];
-  lanes: TraceLane[];
+  /** Agents in order of first appearance: the canvas's lanes. */
+  agents: string[];
 }
 
 const TRACEPARENT_RE = /^[0-9a-f]{2}-[0-9a-f]{32}-([0-9a-f]{16})-[0-9a-f]{2}$/i;
@@ -88,9 +102,14 @@ function places(entry: Pick<LogEntry, 'metadata'>, payload: Json | undefined): A
   return out;
 }
 
-/** Reads the span facts of an entry from its metadata and (when opened) its payload. */
-export function spanFacts(entry: Pick<LogEntry, 'metadata'>, payload?: Json): SpanFacts {
+/** Reads the span facts of an entry from its plain fields, its metadata and (when opened) its payload. */
+export function spanFacts(entry: Pick<LogEntry, 'metadata'> & SpanFields, payload?: Json): SpanFacts {
   const facts: SpanFacts = {};
+  if (idText(entry.spanId)) facts.spanId = entry.spanId;
+  if (idText(entry.parentSpanId)) {
+    facts.parentSpanId = entry.parentSpanId;
+    facts.parentFrom = 'parentSpanId';
+  }
   for (const [where, o] of places(entry, payload)) {
     const own = idText(o.spanId) ?? idText(o.span_id);
     if (facts.spanId === undefined && own !== undefined) facts.spanId = own;
@@ -113,47 +132,112 @@ export function spanFacts(entry: Pick<LogEntry, 'metadata'>, payload?: Json): Sp
   return facts;
 }
 
-function timeOf(e: LogEntry): number {
-  const t = Date.parse(e.occurredAt ?? e.receivedAt);
-  return Number.isNaN(t) ? Date.parse(e.receivedAt) : t;
+/** Start and end of an entry in ms: startedAt, else occurredAt, else receivedAt; endedAt, else start + durationMs. */
+export function timesOf(e: LogEntry & SpanFields): { startMs: number; endMs: number | undefined } {
+  const parse = (s: string | undefined) => (s === undefined ? NaN : Date.parse(s));
+  let startMs = parse(e.startedAt);
+  if (Number.isNaN(startMs)) startMs = parse(e.occurredAt ?? undefined);
+  if (Number.isNaN(startMs)) startMs = parse(e.receivedAt);
+  let endMs: number | undefined = parse(e.endedAt);
+  if (Number.isNaN(endMs)) endMs = typeof e.durationMs === 'number' ? startMs + e.durationMs : undefined;
+  return { startMs, endMs };
+}
+
+/** A duration for display: `850 ms`, `2.4 s`, `3 min 5 s`. */
+export function formatDuration(ms: number | undefined): string {
+  if (ms === undefined || !Number.isFinite(ms) || ms < 0) return '';
+  if (ms < 1000) return `${Math.round(ms)} ms`;
+  if (ms < 60_000) return `${(ms / 1000).toFixed(ms < 10_000 ? 2 : 1)} s`;
+  return `${Math.floor(ms / 60_000)} min ${Math.round((ms % 60_000) / 1000)} s`;
 }
 
 /**
  * Builds the graph of a trace.
- * @param entries the trace's entries (any order; sorted by occurredAt, else receivedAt, stably).
+ * @param entries the trace's entries (any order; sorted by start time, stably).
  * @param payloads decrypted payloads by log id, where the key opened them.
  */
 export function buildTraceGraph(entries: readonly LogEntry[], payloads: ReadonlyMap<string, Json> = new Map()): TraceGraph {
-  const ordered = entries.map((entry, i) => ({ entry, i })).sort((a, b) => timeOf(a.entry) - timeOf(b.entry) || a.i - b.i);
-  const spans = ordered.map(({ entry }) => spanFacts(entry, payloads.get(entry.id)));
-  const ownerOf = new Map<string, number>();
-  spans.forEach((s, i) => s.spanId !== undefined && !ownerOf.has(s.spanId) && ownerOf.set(s.spanId, i));
-
-  const lanes: TraceLane[] = [{ parentSpanId: undefined, ownerIndex: undefined }];
-  const laneOf = new Map<string, number>();
-  const nodes: TraceNode[] = ordered.map(({ entry }, index) => {
-    const parent = spans[index]!.parentSpanId;
-    let lane = 0;
-    if (parent !== undefined) {
-      lane = laneOf.get(parent) ?? lanes.length;
-      if (lane === lanes.length) {
-        laneOf.set(parent, lane);
-        lanes.push({ parentSpanId: parent, ownerIndex: ownerOf.get(parent) });
-      }
+  type Draft = Omit<TraceNode, 'index' | 'parent' | 'depth'>;
+  const drafts: Draft[] = entries.map((entry) => ({
+    key: entry.id,
+    entry,
+    agent: entry.actor,
+    action: entry.action,
+    span: spanFacts(entry as LogEntry & SpanFields, payloads.get(entry.id)),
+    ...timesOf(entry as LogEntry & SpanFields),
+  }));
+  const owned = new Set(drafts.map((d) => d.span.spanId).filter((s): s is string => s !== undefined));
+  // A parent span no entry owns (a `runAsAgent` run): one node for it, spanning its children.
+  const runs = new Map<string, Draft>();
+  for (const d of drafts) {
+    const p = d.span.parentSpanId;
+    if (p === undefined || owned.has(p) || p === d.span.spanId) continue;
+    const run = runs.get(p);
+    if (!run) {
+      runs.set(p, {
+        key: `span:${p}`,
+        agent: d.agent,
+        action: 'run',
+        span: { spanId: p },
+        startMs: d.startMs,
+        endMs: d.endMs ?? d.startMs,
+      });
+    } else {
+      run.startMs = Math.min(run.startMs, d.startMs);
+      run.endMs = Math.max(run.endMs ?? run.startMs, d.endMs ?? d.startMs);
     }
-    return { entry, index, lane, span: spans[index]! };
-  });
+  }
+  const all = [...drafts, ...runs.values()]
+    .map((d, i) => ({ d, i }))
+    // Runs sort before their first child (same start); otherwise time, then the server's order.
+    .sort((a, b) => a.d.startMs - b.d.startMs || Number(!!a.d.entry) - Number(!!b.d.entry) || a.i - b.i);
+  const nodes: TraceNode[] = all.map(({ d }, index) => ({ ...d, index, parent: undefined, depth: 0 }));
+  const ownerOf = new Map<string, number>();
+  for (const n of nodes) if (n.span.spanId !== undefined && !ownerOf.has(n.span.spanId)) ownerOf.set(n.span.spanId, n.index);
 
+  // A child goes under its parent span's node; the steps of one span (and the roots) follow one
+  // another in time: the parent points to its first step, each step to the next. So a run of 50
+  // steps reads left to right as a story rather than as a column of 50 siblings.
   const edges: TraceEdge[] = [];
-  for (let i = 1; i < nodes.length; i++) edges.push({ from: i - 1, to: i, kind: 'sequence' });
+  const lastOf = new Map<number | undefined, number>();
   for (const n of nodes) {
     const owner = n.span.parentSpanId !== undefined ? ownerOf.get(n.span.parentSpanId) : undefined;
-    if (owner !== undefined && owner !== n.index) edges.push({ from: owner, to: n.index, kind: 'parent' });
+    if (owner !== undefined && owner !== n.index) n.parent = owner;
+    const prev = lastOf.get(n.parent);
+    if (prev !== undefined) edges.push({ from: prev, to: n.index, kind: 'sequence' });
+    else if (n.parent !== undefined) edges.push({ from: n.parent, to: n.index, kind: 'parent' });
+    lastOf.set(n.parent, n.index);
   }
-  // Lane 0 holds entries without a parent; drop it when every entry has one.
-  if (nodes.length > 0 && nodes.every((n) => n.lane > 0)) {
-    lanes.shift();
-    for (const n of nodes) n.lane -= 1;
+  // Depths, guarding against cycles in bad data (a span naming its own descendant).
+  for (const n of nodes) {
+    let d = 0;
+    for (let p = n.parent, seen = 0; p !== undefined && seen < nodes.length; p = nodes[p]!.parent, seen++) d++;
+    n.depth = d;
   }
-  return { nodes, edges, lanes };
+  const agents: string[] = [];
+  for (const n of nodes) if (!agents.includes(n.agent)) agents.push(n.agent);
+  return { nodes, edges, agents };
+}
+
+/** The nodes in waterfall order: depth-first over the span tree, children by start time. */
+export function waterfallOrder(graph: TraceGraph): TraceNode[] {
+  const children = new Map<number | undefined, TraceNode[]>();
+  for (const n of graph.nodes) {
+    const p = n.parent !== undefined && graph.nodes[n.parent] ? n.parent : undefined;
+    (children.get(p) ?? children.set(p, []).get(p)!).push(n);
+  }
+  const out: TraceNode[] = [];
+  const seen = new Set<number>();
+  const walk = (p: number | undefined) => {
+    for (const c of children.get(p) ?? []) {
+      if (seen.has(c.index)) continue;
+      seen.add(c.index);
+      out.push(c);
+      walk(c.index);
+    }
+  };
+  walk(undefined);
+  // Nodes caught in a cycle have no root: list them after the rest.
+  for (const n of graph.nodes) if (!seen.has(n.index)) out.push(n);
+  return out;
 }

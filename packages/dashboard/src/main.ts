@@ -1,6 +1,8 @@
 /**
  * The dashboard's entry: sign-in (project id + live key or embed token in sessionStorage; the
- * decryption key in memory only), the two views, and navigation between them.
+ * decryption key in memory only), or at `/embed?project=<id>#token=<embed token>` the read-only
+ * embedded viewer (no sign-in form, no events panel); the two views; and the URL of each view
+ * (route.ts), so a link or a reload reopens it.
  */
 import './style.css';
 import { ApiCallError, DashboardApi, isEmbedToken, type Credential } from './api.js';
@@ -8,7 +10,10 @@ import type { DashboardContext } from './context.js';
 import { PayloadOpener, parseKeyStrings } from './decrypt.js';
 import { DetailView } from './detail.js';
 import { byId } from './dom.js';
+import { embedLaunch, embedScope } from './embed.js';
 import { showError } from './errors.js';
+import { bindExport } from './export.js';
+import { readRoute, routeHash, writeRoute, type Route } from './route.js';
 import { StoryView } from './story.js';
 import { StreamView } from './stream.js';
 
@@ -18,6 +23,7 @@ const stream = new StreamView();
 const detail = new DetailView();
 const story = new StoryView(detail);
 let ctx: DashboardContext | undefined;
+const embed = embedLaunch(location);
 
 function savedCredential(): Credential | undefined {
   try {
@@ -32,6 +38,7 @@ function showTab(tab: 'stream' | 'story'): void {
   byId('view-stream').hidden = tab !== 'stream';
   byId('view-story').hidden = tab !== 'story';
   for (const b of document.querySelectorAll<HTMLButtonElement>('#tabs .tab')) b.classList.toggle('active', b.dataset.tab === tab);
+  if (tab === 'story') story.shown();
 }
 
 function setKeyState(): void {
@@ -39,30 +46,52 @@ function setKeyState(): void {
   byId('key-state').textContent = n === 0 ? 'no decryption key' : `${n} decryption key${n === 1 ? '' : 's'} in memory`;
 }
 
+/** Goes to a view: a new history entry whose hash the router then follows. */
+function navigate(r: Route): void {
+  const hash = routeHash(r);
+  if (hash === location.hash) void route();
+  else location.hash = hash;
+}
+
+/** Shows the view the URL names. */
+async function route(): Promise<void> {
+  if (!ctx) return;
+  const r = readRoute();
+  if (r.view === 'trace') {
+    showTab('story');
+    if (r.trace) await story.open(r.trace, r.entry);
+  } else if (r.view === 'entry' && r.entry) {
+    await openLog(r.entry);
+  } else {
+    showTab('stream');
+    stream.apply(r.filters);
+  }
+}
+
 /** Checks the credential with one real read, then opens the views. */
-async function signIn(credential: Credential, keyStrings: string[]): Promise<void> {
+async function signIn(credential: Credential, keyStrings: string[], remember: boolean): Promise<void> {
   const api = new DashboardApi(credential);
-  await api.listLogs({}, 1);
+  await api.listLogs(new URLSearchParams(), 1);
   ctx = {
     api,
     opener: new PayloadOpener(keyStrings),
     pinnedTrust: {},
-    openTrace: (traceId, selectLogId) => {
-      showTab('story');
-      void story.open(traceId, selectLogId);
-    },
-    openLog: (logId) => void openLog(logId),
+    openTrace: (trace, entry) => navigate({ view: 'trace', trace, ...(entry ? { entry } : {}), filters: new URLSearchParams() }),
+    openLog: (entry) => navigate({ view: 'entry', entry, filters: new URLSearchParams() }),
   };
-  sessionStorage.setItem(SESSION_KEY, JSON.stringify(credential));
+  if (remember) sessionStorage.setItem(SESSION_KEY, JSON.stringify(credential));
+  const embedToken = isEmbedToken(credential.token);
   byId('signin').hidden = true;
   byId('tabs').hidden = false;
   byId('session-bar').hidden = false;
-  byId('session-project').textContent = `${credential.projectId}${isEmbedToken(credential.token) ? ' (embed token)' : ''}`;
+  byId('session-project').textContent = `${credential.projectId}${embedToken ? ' (embed token)' : ''}`;
   setKeyState();
   story.bind(ctx);
   stream.onTraces = () => story.setTraceOptions(stream.traceIds);
-  stream.start(ctx);
-  showTab('stream');
+  const first = readRoute();
+  // Embed tokens cannot read security events: no panel rather than an error box.
+  stream.start(ctx, first.view === 'stream' ? first.filters : new URLSearchParams(), !embedToken);
+  await route();
 }
 
 async function openLog(logId: string): Promise<void> {
@@ -70,8 +99,10 @@ async function openLog(logId: string): Promise<void> {
   try {
     const entry = await ctx.api.getLog(logId);
     showTab('story');
-    if (entry.traceId) await story.open(entry.traceId, entry.id);
-    else await story.openSingle(entry);
+    if (entry.traceId) {
+      writeRoute({ view: 'trace', trace: entry.traceId, entry: entry.id, filters: new URLSearchParams() }, true);
+      await story.open(entry.traceId, entry.id);
+    } else await story.openSingle(entry);
   } catch (err) {
     showTab('story');
     showError(byId('trace-error'), err);
@@ -89,6 +120,7 @@ function signOut(): void {
   byId('view-story').hidden = true;
   byId('signin').hidden = false;
   byId<HTMLTextAreaElement>('signin-keys').value = '';
+  history.replaceState(null, '', location.pathname + location.search);
 }
 
 byId<HTMLFormElement>('signin-form').addEventListener('submit', (ev) => {
@@ -100,7 +132,7 @@ byId<HTMLFormElement>('signin-form').addEventListener('submit', (ev) => {
   const keys = parseKeyStrings(byId<HTMLTextAreaElement>('signin-keys').value);
   const box = byId('signin-error');
   showError(box, undefined);
-  signIn(credential, keys).then(
+  signIn(credential, keys, true).then(
     () => {
       byId<HTMLInputElement>('signin-token').value = '';
       byId<HTMLTextAreaElement>('signin-keys').value = '';
@@ -121,15 +153,44 @@ byId<HTMLFormElement>('key-form').addEventListener('submit', (ev) => {
 
 byId('sign-out').addEventListener('click', signOut);
 for (const b of document.querySelectorAll<HTMLButtonElement>('#tabs .tab')) {
-  b.addEventListener('click', () => showTab(b.dataset.tab === 'story' ? 'story' : 'stream'));
+  b.addEventListener('click', () =>
+    b.dataset.tab === 'story'
+      ? navigate({ view: 'trace', ...(story.traceId ? { trace: story.traceId } : {}), filters: new URLSearchParams() })
+      : navigate({ view: 'stream', filters: stream.filters }),
+  );
 }
+stream.onFilters = (filters) => navigate({ view: 'stream', filters });
+story.onSelect = (trace, entry) => {
+  if (trace) writeRoute({ view: 'trace', trace, ...(entry ? { entry } : {}), filters: new URLSearchParams() }, true);
+};
+detail.onClose = () => story.onSelect(story.traceId, undefined);
+window.addEventListener('hashchange', () => void route());
+bindExport(
+  () => ctx,
+  () => stream.filters,
+);
 
-// A reload keeps the project and key of this tab (sessionStorage), not the decryption key.
-const saved = savedCredential();
-if (saved) {
-  byId<HTMLInputElement>('signin-project').value = saved.projectId;
-  signIn(saved, []).catch((err: unknown) => {
-    if (err instanceof ApiCallError && (err.status === 401 || err.status === 403)) sessionStorage.removeItem(SESSION_KEY);
-    showError(byId('signin-error'), err);
-  });
+if (embed) {
+  // The embedded viewer: the token and project come from the URL; nothing is stored.
+  document.body.classList.add('embed');
+  byId('signin').hidden = true;
+  const box = byId('embed-error');
+  if ('error' in embed) showError(box, new ApiCallError('invalid_request', embed.error, 0));
+  else {
+    const scope = embedScope(embed.token);
+    if (scope.traceId && readRoute().view === 'stream' && !readRoute().filters.toString()) {
+      history.replaceState(null, '', routeHash({ view: 'trace', trace: scope.traceId, filters: new URLSearchParams() }, embed.token));
+    }
+    signIn({ projectId: embed.projectId, token: embed.token }, [], false).catch((err: unknown) => showError(box, err));
+  }
+} else {
+  // A reload keeps the project and key of this tab (sessionStorage), not the decryption key.
+  const saved = savedCredential();
+  if (saved) {
+    byId<HTMLInputElement>('signin-project').value = saved.projectId;
+    signIn(saved, [], true).catch((err: unknown) => {
+      if (err instanceof ApiCallError && (err.status === 401 || err.status === 403)) sessionStorage.removeItem(SESSION_KEY);
+      showError(byId('signin-error'), err);
+    });
+  }
 }

@@ -1,70 +1,93 @@
 /**
- * The audit stream: the latest logs (filters, cursor paging, periodic refresh that adds new
- * entries at the top) and the security events, stored ones first, then live from the SSE stream
- * (reconnecting with Last-Event-ID). Credential handovers are highlighted in both.
+ * The audit stream: pages of logs without payloads (the payload is read when a log is opened),
+ * new entries pushed over SSE (`GET …/logs/stream` with the same filters; no polling), a
+ * pause/resume switch that holds new entries back while reading, and server-side search.
+ * Security events (stored, then live) are shown for live keys only: embed tokens cannot read
+ * them, so for those the panel is not shown at all.
  */
 import { ApiCallError, type LogFilters, type LogRowEntry, type SecurityEvent } from './api.js';
 import type { DashboardContext } from './context.js';
 import { byId, h, shortId, timeCell } from './dom.js';
 import { showError } from './errors.js';
+import { fillForm, filtersFromForm } from './filters.js';
+import { follow } from './follow.js';
 
 const PAGE = 50;
-const REFRESH_MS = 5000;
-const MAX_BACKOFF_MS = 30_000;
 
 /** The stream view; `start` loads and connects, `stop` disconnects. */
 export class StreamView {
   #ctx: DashboardContext | undefined;
-  #filters: LogFilters = {};
+  #filters: LogFilters = new URLSearchParams();
   #cursor: string | null = null;
   #shown = new Set<string>();
   #events = new Set<string>();
   #lastEventSeq: number | undefined;
   #abort: AbortController | undefined;
-  #refreshTimer: ReturnType<typeof setInterval> | undefined;
+  #live: AbortController | undefined;
+  #paused = false;
+  #held: LogRowEntry[] = [];
   /** Trace ids seen, for the visualizer's picker. */
   readonly traceIds = new Set<string>();
   /** Called when new trace ids were seen. */
   onTraces: () => void = () => undefined;
+  /** Called when the user applies filters (the page puts them in its URL). */
+  onFilters: (f: LogFilters) => void = () => undefined;
 
   constructor() {
     const form = byId<HTMLFormElement>('filters');
     form.addEventListener('submit', (ev) => {
       ev.preventDefault();
-      this.#filters = filtersOf(form);
-      void this.reload();
+      this.onFilters(filtersFromForm(form));
     });
-    form.addEventListener('reset', () => {
-      this.#filters = {};
-      setTimeout(() => void this.reload());
-    });
-    byId('logs-more').addEventListener('click', () => void this.#loadPage(false));
-    byId<HTMLInputElement>('auto-refresh').addEventListener('change', () => this.#schedule());
+    form.addEventListener('reset', () => setTimeout(() => this.onFilters(new URLSearchParams())));
+    byId('logs-more').addEventListener('click', () => void this.#loadPage());
+    byId('live-toggle').addEventListener('click', () => this.#setPaused(!this.#paused));
   }
 
-  /** Starts the view for a signed-in session. */
-  start(ctx: DashboardContext): void {
+  /** The filters in force. */
+  get filters(): LogFilters {
+    return new URLSearchParams(this.#filters);
+  }
+
+  /** Starts the view for a signed-in session; `events` shows the security events panel. */
+  start(ctx: DashboardContext, filters: LogFilters, events: boolean): void {
     this.stop();
     this.#ctx = ctx;
     this.#abort = new AbortController();
-    void this.reload();
-    void this.#loadEvents(this.#abort.signal);
-    this.#schedule();
+    byId('events-card').hidden = !events;
+    if (events) void this.#loadEvents(this.#abort.signal);
+    this.apply(filters);
   }
 
-  /** Stops streams and timers and clears the view. */
+  /** Applies filters: fills the form, reloads the first page and reconnects the live stream. */
+  apply(filters: LogFilters): void {
+    if (!this.#ctx) return;
+    const same = filters.toString() === this.#filters.toString() && this.#live !== undefined;
+    this.#filters = new URLSearchParams(filters);
+    fillForm(byId<HTMLFormElement>('filters'), filters);
+    if (same) return;
+    this.#live?.abort();
+    this.#live = new AbortController();
+    this.#held = [];
+    void this.reload().then(() => this.#followLogs(this.#live!.signal));
+  }
+
+  /** Stops streams and clears the view. */
   stop(): void {
     this.#abort?.abort();
-    this.#abort = undefined;
-    clearInterval(this.#refreshTimer);
+    this.#live?.abort();
+    this.#abort = this.#live = undefined;
     this.#ctx = undefined;
     this.#shown.clear();
     this.#events.clear();
+    this.#held = [];
     this.#lastEventSeq = undefined;
+    this.#filters = new URLSearchParams();
     this.traceIds.clear();
     byId('logs').replaceChildren();
     byId('events').replaceChildren();
-    setStreamState('idle', 'not connected');
+    setState('stream-state', 'idle', 'not connected');
+    setState('logs-state', 'idle', 'not connected');
   }
 
   /** Reloads the first page with the current filters. */
@@ -72,30 +95,39 @@ export class StreamView {
     this.#cursor = null;
     this.#shown.clear();
     byId('logs').replaceChildren();
-    await this.#loadPage(false);
+    await this.#loadPage();
   }
 
-  #schedule(): void {
-    clearInterval(this.#refreshTimer);
-    if (byId<HTMLInputElement>('auto-refresh').checked) this.#refreshTimer = setInterval(() => void this.#loadPage(true), REFRESH_MS);
+  #setPaused(paused: boolean): void {
+    this.#paused = paused;
+    const b = byId('live-toggle');
+    b.textContent = paused ? 'Resume' : 'Pause';
+    b.setAttribute('aria-pressed', String(paused));
+    if (!paused) {
+      const held = this.#held;
+      this.#held = [];
+      for (const l of held) this.#addLive(l);
+    }
+    this.#heldNote();
   }
 
-  /** Loads the next older page, or (`fresh`) the newest page, adding only entries not shown yet. */
-  async #loadPage(fresh: boolean): Promise<void> {
+  #heldNote(): void {
+    const n = this.#held.length;
+    byId('logs-held').textContent = this.#paused ? (n ? `paused: ${n} new entr${n === 1 ? 'y' : 'ies'} held` : 'paused') : '';
+  }
+
+  /** Loads the next older page (the first when there is no cursor), adding entries not shown yet. */
+  async #loadPage(): Promise<void> {
     const ctx = this.#ctx;
     if (!ctx) return;
     const box = byId('logs-error');
     try {
-      const page = await ctx.api.listLogs(this.#filters, PAGE, fresh ? undefined : (this.#cursor ?? undefined));
+      const page = await ctx.api.listLogs(this.#filters, PAGE, this.#cursor ?? undefined);
       if (ctx !== this.#ctx) return;
       showError(box, undefined);
-      const rows = page.logs.filter((l) => !this.#shown.has(l.id)).map((l) => this.#row(l));
-      if (fresh) byId('logs').prepend(...rows);
-      else {
-        byId('logs').append(...rows);
-        this.#cursor = page.nextCursor;
-        byId('logs-more').hidden = page.nextCursor === null;
-      }
+      byId('logs').append(...page.logs.filter((l) => !this.#shown.has(l.id)).map((l) => this.#row(l, false)));
+      this.#cursor = page.nextCursor;
+      byId('logs-more').hidden = page.nextCursor === null;
       byId('logs-empty').hidden = this.#shown.size > 0;
       this.onTraces();
     } catch (err) {
@@ -103,27 +135,74 @@ export class StreamView {
     }
   }
 
-  #row(l: LogRowEntry): HTMLTableRowElement {
+  #followLogs(signal: AbortSignal): Promise<void> {
+    const ctx = this.#ctx;
+    if (!ctx) return Promise.resolve();
+    let last: string | undefined;
+    return follow(
+      (onOpen) =>
+        ctx.api.streamLogs(
+          this.#filters,
+          {
+            onOpen,
+            onLog: (l, id) => {
+              if (id !== undefined) last = id;
+              if (this.#paused) {
+                this.#held.push(l);
+                this.#heldNote();
+              } else this.#addLive(l);
+            },
+          },
+          signal,
+          last,
+        ),
+      signal,
+      (state, text, err) => {
+        setState('logs-state', state, text);
+        // A refusal is worth a box; a server without the stream (404) only loses live updates.
+        const refused = err instanceof ApiCallError && err.status !== 404;
+        showError(byId('logs-error'), state === 'unavailable' && refused ? err : undefined);
+      },
+    );
+  }
+
+  #addLive(l: LogRowEntry): void {
+    if (this.#shown.has(l.id)) return;
+    byId('logs').prepend(this.#row(l, true));
+    byId('logs-empty').hidden = true;
+    this.onTraces();
+  }
+
+  #row(l: LogRowEntry, fresh: boolean): HTMLTableRowElement {
     this.#shown.add(l.id);
     if (l.traceId) this.traceIds.add(l.traceId);
     const trace = l.traceId
-      ? h('a', { href: `#trace=${encodeURIComponent(l.traceId)}`, class: 'trace-link', title: l.traceId }, shortId(l.traceId, 12))
+      ? h(
+          'a',
+          {
+            href: `#view=trace&trace=${encodeURIComponent(l.traceId)}&entry=${encodeURIComponent(l.id)}`,
+            class: 'trace-link',
+            title: l.traceId,
+          },
+          shortId(l.traceId, 8),
+        )
       : h('span', { class: 'muted' }, '—');
     trace.addEventListener('click', (ev) => {
       ev.preventDefault();
       ev.stopPropagation();
       if (l.traceId) this.#ctx?.openTrace(l.traceId, l.id);
     });
+    const cls = [l.credentialHandoverDetected ? 'handover' : '', fresh ? 'fresh' : ''].filter(Boolean).join(' ');
     const tr = h(
       'tr',
-      { 'data-log-id': l.id, class: l.credentialHandoverDetected ? 'handover' : undefined },
+      { 'data-log-id': l.id, class: cls || undefined },
       h('td', {}, timeCell(l.receivedAt)),
       h('td', {}, l.actor),
       h('td', {}, h('span', { class: `badge ${l.actorType}` }, l.actorType)),
       h('td', {}, l.action),
       h('td', {}, trace),
       h('td', {}, l.source),
-      h('td', {}, l.status),
+      h('td', {}, h('span', { class: `status ${l.status}` }, l.status)),
       h('td', {}, l.requestProof ? 'requested' : ''),
       h('td', {}, l.credentialHandoverDetected ? h('span', { class: 'flag' }, '⚠ handover') : ''),
     );
@@ -140,47 +219,22 @@ export class StreamView {
       for (const e of stored.reverse()) this.#addEvent(e, false);
     } catch (err) {
       if (signal.aborted) return;
-      if (err instanceof ApiCallError && err.code === 'wrong_credential_class') {
-        setStreamState('unavailable', 'needs a key_live_ key');
-        showError(byId('events-error'), err);
-        return;
-      }
       showError(byId('events-error'), err);
+      if (err instanceof ApiCallError && err.status >= 400 && err.status < 500) return;
     }
-    await this.#follow(signal);
-  }
-
-  /** Follows the live stream, reconnecting with backoff; stops on abort or a refusal. */
-  async #follow(signal: AbortSignal): Promise<void> {
-    let backoff = 1000;
-    while (!signal.aborted && this.#ctx) {
-      const ctx = this.#ctx;
-      try {
-        await ctx.api.streamEvents(
-          {
-            onOpen: () => {
-              backoff = 1000;
-              showError(byId('events-error'), undefined);
-              setStreamState('live', 'live');
-            },
-            onEvent: (e) => this.#addEvent(e, true),
-          },
+    await follow(
+      (onOpen) =>
+        ctx.api.streamEvents(
+          { onOpen, onEvent: (e) => this.#addEvent(e, true) },
           signal,
           this.#lastEventSeq !== undefined ? String(this.#lastEventSeq) : undefined,
-        );
-      } catch (err) {
-        if (signal.aborted) return;
-        if (err instanceof ApiCallError && err.status >= 400 && err.status < 500) {
-          setStreamState('unavailable', 'stream refused');
-          showError(byId('events-error'), err);
-          return;
-        }
-      }
-      if (signal.aborted) return;
-      setStreamState('reconnecting', `reconnecting in ${Math.round(backoff / 1000)} s`);
-      await new Promise((r) => setTimeout(r, backoff));
-      backoff = Math.min(backoff * 2, MAX_BACKOFF_MS);
-    }
+        ),
+      signal,
+      (state, text, err) => {
+        setState('stream-state', state, text);
+        showError(byId('events-error'), state === 'unavailable' ? err : undefined);
+      },
+    );
   }
 
   #addEvent(e: SecurityEvent, live: boolean): void {
@@ -189,7 +243,11 @@ export class StreamView {
     if (this.#events.has(e.id)) return;
     this.#events.add(e.id);
     if (this.#lastEventSeq === undefined || e.seq > this.#lastEventSeq) this.#lastEventSeq = e.seq;
-    const link = h('a', { href: '#', class: 'trace-link', title: e.logId }, shortId(e.logId, 10));
+    const link = h(
+      'a',
+      { href: `#view=entry&entry=${encodeURIComponent(e.logId)}`, class: 'trace-link', title: e.logId },
+      shortId(e.logId, 10),
+    );
     link.addEventListener('click', (ev) => {
       ev.preventDefault();
       this.#ctx?.openLog(e.logId);
@@ -204,30 +262,25 @@ export class StreamView {
     );
     byId('events').prepend(li);
     byId('events-empty').hidden = true;
-    // The handover's log is new too: show it without waiting for the next refresh.
-    if (live) void this.#loadPage(true);
+    // The handover's log is new too: when the log stream is not live, read the newest page once.
+    if (live && byId('logs-state').dataset.state !== 'live') void this.#loadNewest();
+  }
+
+  /** Adds entries of the newest page not shown yet (a fallback for a server without the log stream). */
+  async #loadNewest(): Promise<void> {
+    const ctx = this.#ctx;
+    if (!ctx) return;
+    try {
+      const page = await ctx.api.listLogs(this.#filters, PAGE);
+      if (ctx === this.#ctx) for (const l of page.logs.reverse()) this.#addLive(l);
+    } catch {
+      /* the next live entry or a reload shows it */
+    }
   }
 }
 
-function filtersOf(form: HTMLFormElement): LogFilters {
-  const data = new FormData(form);
-  const text = (k: string) => {
-    const v = String(data.get(k) ?? '').trim();
-    return v === '' ? undefined : v;
-  };
-  const f: LogFilters = {};
-  for (const k of ['actor', 'action', 'traceId'] as const) {
-    const v = text(k);
-    if (v !== undefined) f[k] = v;
-  }
-  const actorType = text('actorType');
-  if (actorType === 'human' || actorType === 'agent' || actorType === 'service') f.actorType = actorType;
-  if (data.get('handover')) f.handover = true;
-  return f;
-}
-
-function setStreamState(state: string, text: string): void {
-  const pill = byId('stream-state');
+function setState(id: string, state: string, text: string): void {
+  const pill = byId(id);
   pill.dataset.state = state;
   pill.textContent = text;
 }

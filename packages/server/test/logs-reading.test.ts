@@ -127,6 +127,47 @@ for (const store of STORES) {
       assert.ok(replay.includes(id));
     });
 
+    test('an embed token exports and streams only inside its scope, and still cannot read events', async () => {
+      const iat = Math.floor(Date.now() / 1000);
+      const token = await new SignJWT({ projectId: p.projectId, scope: { traceId: 'run-a1' } })
+        .setProtectedHeader({ alg: 'HS256', typ: 'JWT' })
+        .setAudience('countersign:embed')
+        .setIssuedAt(iat)
+        .setExpirationTime(iat + 600)
+        .sign(new TextEncoder().encode(p.clientSecret));
+      const exported = await getWith(t.app, token, `/v1/projects/${p.projectId}/logs/export?format=jsonl`);
+      assert.equal(exported.statusCode, 200, exported.body);
+      const rows = exported.body
+        .trim()
+        .split('\n')
+        .map((l) => JSON.parse(l) as { traceId: string });
+      assert.deepEqual(
+        rows.map((r) => r.traceId),
+        ['run-a1'],
+        'the scope is forced on the export',
+      );
+      // Asking for another trace gives nothing rather than widening the scope.
+      const other = await getWith(t.app, token, `/v1/projects/${p.projectId}/logs/export?format=csv&traceId=run-b1`);
+      assert.equal(other.statusCode, 200, other.body);
+      assert.equal(other.body.trim().split('\r\n').length, 1, 'the header line only');
+
+      const stream = await request(`${t.url}/v1/projects/${p.projectId}/logs/stream`, {
+        headers: { authorization: `Bearer ${token}`, 'last-event-id': '0' },
+      });
+      assert.equal(stream.statusCode, 200);
+      let text = '';
+      stream.body.setEncoding('utf8');
+      stream.body.on('data', (c: string) => (text += c));
+      for (let i = 0; i < 100 && !text.includes('run-a1'); i++) await new Promise((res) => setTimeout(res, 50));
+      stream.body.destroy();
+      assert.ok(text.includes('run-a1'), 'the scoped trace arrives');
+      assert.ok(!text.includes('run-b1') && !text.includes('run-a2'), 'nothing outside the scope');
+
+      const events = await getWith(t.app, token, `/v1/projects/${p.projectId}/events`);
+      assert.equal(events.statusCode, 403);
+      assert.equal(events.json().error.code, 'wrong_credential_class');
+    });
+
     test('embedOrigins: set with the master key; embed-token reads from a listed origin get CORS, keys and other origins do not', async () => {
       const patch = await t.app.inject({
         method: 'PATCH',

@@ -110,14 +110,17 @@ export function embedTokenVerifier(store: Store, now: () => number): TokenVerifi
 /** Read routes an embed token may use (route patterns as Fastify reports them). */
 const EMBED_ROUTES = new Set([
   '/v1/projects/:projectId/logs',
+  // The stream and the export force the token's scope as filters (logs/filters.ts), like the list.
+  '/v1/projects/:projectId/logs/stream',
+  '/v1/projects/:projectId/logs/export',
   '/v1/projects/:projectId/logs/:logId',
   '/v1/projects/:projectId/logs/:logId/proof',
   '/v1/projects/:projectId/traces/:traceId',
 ]);
 
 /**
- * Holds an embed token to its purpose: only the log, trace and proof reads (not events, not
- * streams), and only rows inside its scope. Live keys and other principals pass untouched.
+ * Holds an embed token to its purpose: only the log, trace and proof reads, the live log stream
+ * and the export (not events), and only rows inside its scope. Live keys and other principals pass untouched.
  * @param target the route pattern, and the row (or trace) about to be returned, when known.
  * @throws ApiError `wrong_credential_class` for a route embed tokens may not use; `not_found`
  * for a row outside the scope (the same answer as a missing row, so scope hides existence).

@@ -13,6 +13,7 @@ import { createRequire } from 'node:module';
 import type { FastifyInstance } from 'fastify';
 import fastifyStatic from '@fastify/static';
 import type { ServerConfig } from '../config.js';
+import { PROJECT_SETTINGS } from '../projects/settings.js';
 
 /** Where the dashboard's built files are (`packages/dashboard/dist`). */
 export function dashboardRoot(): string {
@@ -31,7 +32,7 @@ export function dashboardBuilt(root = dashboardRoot()): boolean {
  * receipts may name for the ledger (`--ledger-url`, `--public-url`), so the browser can fetch
  * the ledger entry it verifies.
  */
-export function dashboardCsp(config: Pick<ServerConfig, 'ledgerUrl' | 'publicUrl'>): string {
+export function dashboardCsp(config: Pick<ServerConfig, 'ledgerUrl' | 'publicUrl'>, frameAncestors: readonly string[] = []): string {
   const connect = new Set(["'self'"]);
   for (const u of [config.ledgerUrl, config.publicUrl]) {
     if (!u) continue;
@@ -50,8 +51,29 @@ export function dashboardCsp(config: Pick<ServerConfig, 'ledgerUrl' | 'publicUrl
     "object-src 'none'",
     "base-uri 'none'",
     "form-action 'self'",
-    "frame-ancestors 'none'",
+    `frame-ancestors ${frameAncestors.length > 0 ? frameAncestors.join(' ') : "'none'"}`,
   ].join('; ');
+}
+
+/** An origin that may go into a CSP source list as it is (scheme://host[:port], nothing else). */
+const ORIGIN_RE = /^https?:\/\/[a-z0-9.-]+(?::\d{1,5})?$|^https?:\/\/\[[0-9a-f:.]+\](?::\d{1,5})?$/i;
+
+/**
+ * The origins allowed to frame `/embed?project=<id>`: the project's `embedOrigins` setting
+ * (`PATCH /v1/projects/{id}`), read through the settings table so this plugin follows however
+ * it is stored. An unknown project, a malformed id or no setting gives none (`'none'`): the
+ * viewer still opens on its own, it just cannot be framed. Values that are not plain origins
+ * are dropped, so nothing stored can add a directive to the policy.
+ */
+export async function embedFrameAncestors(app: FastifyInstance, projectId: string | undefined): Promise<string[]> {
+  const setting = PROJECT_SETTINGS.embedOrigins;
+  if (!setting || !projectId || projectId.length > 256) return [];
+  try {
+    const value = await setting.read(app.ctx, projectId);
+    return Array.isArray(value) ? value.filter((o): o is string => typeof o === 'string' && ORIGIN_RE.test(o)) : [];
+  } catch {
+    return [];
+  }
 }
 
 /** The page served at `/` when the dashboard has not been built. */
@@ -78,7 +100,8 @@ export default async function dashboardPlugin(app: FastifyInstance, options: Das
   const root = options.root ?? dashboardRoot();
   app.addHook('onSend', async (_request, reply, payload) => {
     if (reply.getHeader('content-type')?.toString().startsWith('text/html')) {
-      void reply.header('content-security-policy', csp);
+      // /embed sets its own policy (its frame-ancestors); every other page is never framed.
+      if (!reply.getHeader('content-security-policy')) void reply.header('content-security-policy', csp);
       void reply.header('x-content-type-options', 'nosniff');
       void reply.header('referrer-policy', 'no-referrer');
       void reply.header('cache-control', 'no-cache');
@@ -91,6 +114,13 @@ export default async function dashboardPlugin(app: FastifyInstance, options: Das
     app.get('/', { schema: { hide: true } }, async (_request, reply) => reply.type('text/html; charset=utf-8').send(NOT_BUILT_PAGE));
     return;
   }
+  // The embedded viewer: the same page, framable by the project's embedding origins only.
+  app.get<{ Querystring: { project?: string } }>('/embed', { schema: { hide: true } }, async (request, reply) => {
+    const project = typeof request.query.project === 'string' ? request.query.project : undefined;
+    const ancestors = await embedFrameAncestors(app, project);
+    const html = await fs.promises.readFile(path.join(root, 'index.html'));
+    return reply.header('content-security-policy', dashboardCsp(app.ctx.config, ancestors)).type('text/html; charset=utf-8').send(html);
+  });
   await app.register(fastifyStatic, {
     root,
     prefix: '/',
