@@ -17,6 +17,7 @@ import { clientErrorHandler, frameworkErrorHandler, installErrorHandling } from 
 import { installServiceHeaderChecks } from './http/service-headers.js';
 import { strictBodyValidator } from './http/schema-validators.js';
 import { installJsonBodyParser } from './http/json-body.js';
+import { acquireOffloadPool, releaseOffloadPool } from './offload/pool.js';
 import { installAdmission } from './http/admission.js';
 import { installConnectionLimits } from './http/connection-limits.js';
 import { installEmbedCors } from './http/embed-cors.js';
@@ -132,6 +133,9 @@ async function assemble(
   installErrorHandling(app);
   installServiceHeaderChecks(app);
   installJsonBodyParser(app);
+  // Large bodies and records are handled in a worker pool shared by the process (offload/pool.ts).
+  acquireOffloadPool();
+  ctx.onClose.push(() => releaseOffloadPool());
   // Bounded time and memory under hostile clients (issue 8): in-flight admission, timeouts, connection caps.
   installAdmission(app, config.admission);
   installConnectionLimits(app.server, config.connections, app.log);

@@ -12,10 +12,8 @@ import {
   deriveEnvelopeKey,
   isCoreError,
   openPayload,
-  payloadHashHex,
   randomId,
   randomNonce,
-  sealPayload,
   type Envelope,
 } from '@countersign/core';
 import type { IncomingHttpHeaders } from 'node:http';
@@ -25,6 +23,8 @@ import type { IngestPrincipal } from '../auth/principal.js';
 import type { LogRow, NewLog } from '../store/index.js';
 import type { IngestStamp } from './stamp.js';
 import { displayHeaderName, serviceHeaderText } from '../http/service-headers.js';
+import { offload, OFFLOAD_FROM_BYTES } from '../offload/pool.js';
+import { sealLogPayload } from './seal.js';
 
 /** One entry of a `POST /v1/log` body, after schema validation (the wire shape is core's). */
 export type LogInput = LogIngestEntry & { payload: Record<string, unknown> };
@@ -42,6 +42,8 @@ export interface IngestRequest {
    */
   agentRationale: string | undefined;
   receivedAt: number;
+  /** Bytes of the request body: from `OFFLOAD_FROM_BYTES` up, plain payloads seal in the offload pool. */
+  bodyBytes: number;
 }
 
 /** An entry ready to store, with what the idempotency check needs. */
@@ -102,8 +104,13 @@ export async function prepareLog(input: LogInput, req: IngestRequest, index: num
     if (input.payloadHash !== undefined) fail('invalid_request', 'payloadHash is computed by the server for plain payloads; leave it out');
     plainPayload = withRationale(input.payload, req.agentRationale, fail);
     const sealed = 'nonce' in plainPayload ? plainPayload : { ...plainPayload, nonce: randomNonce() };
-    payloadHash = payloadHashHex(sealed);
-    payload = await sealPayload(sealed, await deriveEnvelopeKey(req.encryptionKey), id);
+    const key = await deriveEnvelopeKey(req.encryptionKey);
+    const done =
+      req.bodyBytes < OFFLOAD_FROM_BYTES
+        ? await sealLogPayload(sealed, key, id)
+        : await offload({ kind: 'sealLog', payload: sealed, key, logId: id });
+    payloadHash = done.payloadHash;
+    payload = done.envelope;
   } else {
     if (!looksLikeEnvelope(input.payload))
       fail(

@@ -140,6 +140,7 @@ export default async function ingestPlugin(app: FastifyInstance): Promise<void> 
         encryptionKey,
         agentRationale: serviceHeaderText(request.headers, HEADERS.agentRationale) || undefined,
         receivedAt: ctx.now(),
+        bodyBytes: request.jsonBody?.raw.length ?? 0,
       };
       // Sealing is WebCrypto work on the thread pool: a batch's entries seal in parallel.
       const prepared: PreparedLog[] = await Promise.all(inputs.map((input, i) => prepareLog(input, req, batch ? i : undefined)));

@@ -16,7 +16,7 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { Readable } from 'node:stream';
 import type { Dispatcher } from 'undici';
-import { canonicalize, deriveEnvelopeKey, HEADERS, randomId, randomNonce, type EnvelopeKey } from '@countersign/core';
+import { deriveEnvelopeKey, HEADERS, randomId, randomNonce, type EnvelopeKey } from '@countersign/core';
 import type { IngestPrincipal } from '../auth/principal.js';
 import { ApiError, type ApiErrorCode } from '../errors.js';
 import { recordHandoverEvent } from '../events/security.js';
@@ -31,6 +31,7 @@ import {
   finalPayload,
   newProxyLog,
   round,
+  requestJcsOf,
   sealProxyPayload,
   statusOf,
   type ProxyPayload,
@@ -101,9 +102,10 @@ export async function runExchange(
   if (call.body.kind === 'bytes') Object.assign(recordedRequest, call.body.recorded);
   const pending: ProxyPayload = { nonce: randomNonce(), source: 'proxy', via: call.via, outcome: 'pending', request: recordedRequest };
   if (call.agentRationale !== undefined) pending.agentRationale = call.agentRationale;
-  // The request half is in every record of this call: serialize it once (record.ts).
-  const requestJcs = canonicalize(recordedRequest);
-  // Seal the request half while the target is checked (large payloads seal in WebCrypto's thread pool).
+  // The request half is in every record of this call: serialize it once (record.ts), unless it
+  // is large and its records are sealed in the pool (offload/pool.ts).
+  const requestJcs = requestJcsOf(recordedRequest);
+  // Seal the request half while the target is checked (large records seal in the offload pool).
   const pendingSealed = keyPromise.then((key) => sealProxyPayload(pending, key, fields.id, requestJcs));
   pendingSealed.catch(() => undefined); // awaited below; a refusal path may never await it
 
@@ -290,7 +292,7 @@ async function recordRefusal(
   call: ProxyCall,
   fields: ProxyRecordFields,
   pending: ProxyPayload,
-  requestJcs: string,
+  requestJcs: string | undefined,
   keyPromise: Promise<EnvelopeKey>,
   started: number,
   e: unknown,

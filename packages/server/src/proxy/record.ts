@@ -21,6 +21,7 @@ import type { CapturedBody } from './capture.js';
 import { redactHeaders } from './headers.js';
 import type { ExchangeOutcome, ExchangeResult } from './upstream.js';
 import type { LlmSummary } from './llm/index.js';
+import { offload, OFFLOAD_FROM_BYTES } from '../offload/pool.js';
 
 /** Request metadata as recorded; the body members are those of {@link CapturedBody}. */
 export interface RecordedRequest extends Partial<CapturedBody> {
@@ -91,10 +92,23 @@ export function canonicalProxyPayload(payload: ProxyPayload, requestJcs: string)
   return out + '}';
 }
 
+/** How many body bytes a record carries (request and captured response), to pick where it is sealed. */
+function bodyWeight(payload: ProxyPayload): number {
+  return (payload.request.bytes ?? 0) + (payload.response?.bytes ?? 0);
+}
+
 /**
- * Canonicalizes the payload once (reusing `requestJcs`, the request half's canonical text, when
- * given), then seals those bytes and hashes them, so the stored hash is exactly
- * `payloadHashHex(payload)` without serializing twice.
+ * The request half's canonical text to reuse across a call's records, or `undefined` for a
+ * large request: its records are sealed in the offload pool, which canonicalizes there,
+ * off the event loop, rather than here.
+ */
+export function requestJcsOf(request: RecordedRequest): string | undefined {
+  return (request.bytes ?? 0) >= OFFLOAD_FROM_BYTES ? undefined : canonicalize(request);
+}
+
+/**
+ * Seals a proxy record: on this thread when it is small, in the offload pool when its bodies weigh
+ * {@link OFFLOAD_FROM_BYTES} or more. Same bytes either way (see {@link sealHere}).
  */
 export async function sealProxyPayload(
   payload: ProxyPayload,
@@ -102,6 +116,24 @@ export async function sealProxyPayload(
   logId: string,
   requestJcs?: string,
 ): Promise<SealedPayload> {
+  if (bodyWeight(payload) < OFFLOAD_FROM_BYTES) return sealHere(payload, key, logId, requestJcs);
+  const { envelope, payloadHash } = await offload({
+    kind: 'seal',
+    payload,
+    key,
+    logId,
+    ...(requestJcs === undefined ? {} : { requestJcs }),
+  });
+  return { envelope, payloadHash };
+}
+
+/**
+ * Canonicalizes the payload once (reusing `requestJcs`, the request half's canonical text, when
+ * given), then seals those bytes and hashes them, so the stored hash is exactly
+ * `payloadHashHex(payload)` without serializing twice. Runs on the main thread or in the offload
+ * pool's worker.
+ */
+export async function sealHere(payload: ProxyPayload, key: EnvelopeKey, logId: string, requestJcs?: string): Promise<SealedPayload> {
   const bytes = utf8(requestJcs === undefined ? canonicalize(payload) : canonicalProxyPayload(payload, requestJcs));
   const hash =
     bytes.length < ASYNC_HASH_FROM

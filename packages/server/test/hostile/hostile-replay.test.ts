@@ -7,8 +7,8 @@
  * - every record the upstream saw ends complete or failed (none left pending), and what the
  *   upstream sent or received is pinned byte for byte;
  * - the server's RSS stays bounded;
- * - `/healthz` answers 200 throughout, never held for long (the figures are printed: the issue's
- *   100 ms is not met under the whole replay on this 2-core machine, see the assertion).
+ * - `/healthz` answers 200 throughout, never held for long (large bodies are handled off the
+ *   event loop; the figures are printed, see the assertion).
  */
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
@@ -35,8 +35,9 @@ const here = path.dirname(fileURLToPath(import.meta.url));
 const MIB = 1024 * 1024;
 /** Growth of the server's RSS allowed over the whole replay (the 20 × 9 MB attack alone took it +1.6 GB before the budget). */
 const RSS_GROWTH_BOUND_MB = 600;
-/** Longest /healthz answer accepted during the replay (see the assertion). */
-const HEALTH_HANG_BOUND_MS = 1000;
+/** Longest /healthz answer accepted during the replay, and its p99 (see the assertion). */
+const HEALTH_MAX_BOUND_MS = 300;
+const HEALTH_P99_BOUND_MS = 150;
 /** Documented 5xx codes a hostile peer may cause. */
 const ALLOWED_5XX = new Set(['upstream_unreachable', 'upstream_timeout', 'server_busy']);
 
@@ -295,12 +296,13 @@ test('all of the issue at once: records complete, no 500, RSS bounded, /healthz 
   );
   assert.equal(health.failures, 0, '/healthz answered 200 throughout');
   assert.ok(growth < RSS_GROWTH_BOUND_MB, `RSS grew ${growth.toFixed(0)} MB (bound ${RSS_GROWTH_BOUND_MB})`);
-  // The issue's figure is 100 ms. Measured here (2 cores shared with this process, the
-  // upstream and the poller): p99 ~115 ms, max ~230 ms, from the synchronous hashing and sealing
-  // of three admitted 9 MB bodies at once (~10 ms per MB each; docs/performance.md). Asserted is
-  // the bound that catches a hang (the original fault held /healthz for 29 s); the figures are
-  // printed above and reported.
-  assert.ok(health.max < HEALTH_HANG_BOUND_MS, `/healthz took ${health.max.toFixed(1)} ms at worst (p99 ${health.p99.toFixed(1)} ms)`);
+  // The issue's figure is 100 ms. Large bodies are parsed and sealed off the event loop
+  // (offload/pool.ts); measured on 2 cores shared with this process, the upstream and the
+  // poller: max ~47 ms alone, ~83 ms with another test file running beside it (before the
+  // pool: max 459 ms; the original fault held /healthz for 29 s). The bounds leave room for a
+  // loaded CI machine and still catch a body handled on the loop again; the figures are printed.
+  assert.ok(health.max < HEALTH_MAX_BOUND_MS, `/healthz took ${health.max.toFixed(1)} ms at worst (p99 ${health.p99.toFixed(1)} ms)`);
+  assert.ok(health.p99 < HEALTH_P99_BOUND_MS, `/healthz p99 ${health.p99.toFixed(1)} ms`);
 });
 
 function errorCode(a: Answer): string | undefined {
