@@ -69,7 +69,7 @@ for (const store of STORES) {
       assert.equal(after.parse - before.parse, 1);
       assert.equal(after.seal - before.seal, 2, 'the write-ahead record and the outcome');
       const sent = up.requests.at(-1)!;
-      assert.equal(sent.body.toString('utf8'), payloadText, 'the exact bytes went upstream');
+      assert.equal(sent.body, payloadText, 'the exact bytes went upstream');
       const log = await waitFor(async () => {
         const l = await record(a.logId!);
         return l.status === 'pending' ? undefined : l;
