@@ -12,7 +12,8 @@
  * unique per project only, migration 005, and an outcome names the id alone); an outcome for a
  * record written elsewhere falls back to the id. The connection runs with `statement_timeout`
  * and `lock_timeout` at the store deadline, so a statement stuck behind a lock is cancelled and
- * rolled back rather than committing after its callers were told 503.
+ * rolled back rather than committing after its callers were told 503, and with sequential
+ * scans off (see the constructor).
  */
 import pg from 'pg';
 import type { NewLog } from './logs.js';
@@ -134,7 +135,12 @@ export class PgWriter implements WriteBackend {
       connectionString,
       max: connections,
       connectionTimeoutMillis: timeoutMs,
-      options: `-c statement_timeout=${timeoutMs} -c lock_timeout=${timeoutMs}`,
+      // No sequential scans: every statement here touches a handful of rows through an index
+      // (`seq`, or the unique (project_id, id)). Left to its statistics, the planner joined the
+      // outcomes to `logs` by scanning it (a plan made while the table was small, kept by the
+      // cache of these named statements), so each batch cost O(table): 40 ms a batch and 200
+      // calls/s at saturation after a few thousand rows (test/store-pg-writer-plan.test.ts).
+      options: `-c statement_timeout=${timeoutMs} -c lock_timeout=${timeoutMs} -c enable_seqscan=off`,
     });
     this.#pool.on('error', () => undefined);
     this.#pool.on('connect', (client) => client.on('error', () => undefined));
