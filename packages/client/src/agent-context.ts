@@ -5,8 +5,10 @@
  * with the client's active key, in `X-Agent-Rationale`.
  *
  * Headers sent from inside a run: `X-Service-Run-ID` (run id), `X-Service-Agent-ID` (agent id),
- * `traceparent` (`00-<trace id>-<new span id>-01`, the trace id derived from the run id so every
- * call of a run shares it), and `X-Agent-Rationale` when a rationale is given. A human-class key
+ * `traceparent` (`00-<trace id>-<run span id>-01`, the trace id derived from the run id so every
+ * call of a run shares it, the run's span as parent of every entry made in it), and
+ * `X-Agent-Rationale` when a rationale is given. Each entry has a span of its own (`spanId`,
+ * plain); a run is itself recorded as an `agent.run` entry under its enclosing run's span. A human-class key
  * used inside a run is what the server reports as credential handover.
  */
 import { AsyncLocalStorage } from 'node:async_hooks';
@@ -21,8 +23,13 @@ export interface AgentRunOptions {
   agentId?: string;
   /** Why the agent acts; sent encrypted as `X-Agent-Rationale` and stored inside the encrypted payload. */
   rationale?: string;
-  /** An incoming W3C `traceparent` to continue (its trace id is kept). */
+  /** An incoming W3C `traceparent` to continue: its trace id is kept and its parent-id becomes the run's parent span. */
   traceparent?: string;
+  /**
+   * Record the run itself as an entry when it ends (action `agent.run`, the run's span, its
+   * parent, start and end): the node that nested runs and calls link to. Default true.
+   */
+  recordRun?: boolean;
 }
 
 /** The agent context in effect. */
@@ -34,6 +41,10 @@ export interface AgentContext {
   traceIdHex: string;
   /** 16 hex digits: the span of the run itself (parent of each call's span). */
   spanIdHex: string;
+  /** The enclosing run's span, or the parent-id of an incoming `traceparent`; undefined for a root run. */
+  parentSpanIdHex: string | undefined;
+  /** When the run started (epoch ms). */
+  startedAt: number;
 }
 
 const storage = new AsyncLocalStorage<AgentContext>();
@@ -60,7 +71,15 @@ export function makeAgentContext(options: AgentRunOptions, outer: AgentContext |
   if (agentId.length === 0 || agentId.length > 256) throw new RangeError('agentId must be 1-256 characters');
   const incoming = options.traceparent ? TRACEPARENT_RE.exec(options.traceparent.trim().toLowerCase()) : null;
   const traceIdHex = incoming?.[1] ?? (options.runId === undefined && outer ? outer.traceIdHex : sha256Hex(runId).slice(0, 32));
-  return { runId, agentId, rationale: options.rationale ?? outer?.rationale, traceIdHex, spanIdHex: newSpanId() };
+  return {
+    runId,
+    agentId,
+    rationale: options.rationale ?? outer?.rationale,
+    traceIdHex,
+    spanIdHex: newSpanId(),
+    parentSpanIdHex: incoming?.[2] ?? outer?.spanIdHex,
+    startedAt: Date.now(),
+  };
 }
 
 /** Runs `fn` inside an agent context (see {@link makeAgentContext}); returns what `fn` returns. */
@@ -68,7 +87,10 @@ export function runInAgentContext<T>(context: AgentContext, fn: () => T): T {
   return storage.run(context, fn);
 }
 
-/** A W3C traceparent for one call inside `context` (a fresh span id per call). */
+/**
+ * The W3C traceparent of calls inside `context`: the run's trace id, and the run's span as
+ * parent-id, so each call's entry (which gets a span of its own) is a child of the run.
+ */
 export function traceparentFor(context: AgentContext): string {
-  return `00-${context.traceIdHex}-${newSpanId()}-01`;
+  return `00-${context.traceIdHex}-${context.spanIdHex}-01`;
 }

@@ -24,6 +24,7 @@ import {
   runInAgentContext,
   currentAgentContext,
   traceparentFor,
+  newSpanId,
   type AgentContext,
   type AgentRunOptions,
 } from './agent-context.js';
@@ -129,6 +130,7 @@ export class ServiceClient {
         }
       }
       const traceId = checked.traceId ?? agent?.runId;
+      const parentSpanId = checked.parentSpanId ?? agent?.spanIdHex;
       const headers = agent ? await this.#agentHeaders(agent) : {};
       const payload = buildPayload({
         action: checked.action,
@@ -163,6 +165,11 @@ export class ServiceClient {
           ...(checked.requestProof !== undefined ? { requestProof: checked.requestProof } : {}),
           occurredAt: checked.occurredAt,
           ...(metadata !== undefined ? { metadata } : {}),
+          // Spans in the clear (DESIGN §4): every entry its own span, under its run's.
+          spanId: checked.spanId ?? newSpanId(),
+          ...(parentSpanId !== undefined ? { parentSpanId } : {}),
+          ...(checked.startedAt !== undefined ? { startedAt: checked.startedAt } : {}),
+          ...(checked.endedAt !== undefined ? { endedAt: checked.endedAt } : {}),
           payload: envelope,
           payloadHash: payloadHashHex(payload),
         },
@@ -261,7 +268,54 @@ export class ServiceClient {
    * inner run inherits what it does not set. Returns what `fn` returns.
    */
   runAsAgent<T>(options: AgentRunOptions, fn: () => T): T {
-    return runInAgentContext(makeAgentContext(options), fn);
+    const context = makeAgentContext(options);
+    if (options.recordRun === false) return runInAgentContext(context, fn);
+    let result: T;
+    try {
+      result = runInAgentContext(context, fn);
+    } catch (err) {
+      this.#recordRun(context, err);
+      throw err;
+    }
+    if (result instanceof Promise) {
+      return result.then(
+        (value) => {
+          this.#recordRun(context, undefined);
+          return value;
+        },
+        (err: unknown) => {
+          this.#recordRun(context, err);
+          throw err;
+        },
+      ) as T;
+    }
+    this.#recordRun(context, undefined);
+    return result;
+  }
+
+  /**
+   * Logs the run that just ended as an entry of its own (action `agent.run`): its span, the
+   * enclosing run's as parent, start and end, in the clear; the outcome sealed. It is the node
+   * that nested runs and calls link to in a trace. Best effort: a run's result never waits on
+   * or fails with it (a log that cannot be delivered takes the usual failure path).
+   */
+  #recordRun(context: AgentContext, error: unknown): void {
+    if (this.#closed) return;
+    void this.log({
+      action: 'agent.run',
+      actor: context.agentId,
+      traceId: context.runId,
+      spanId: context.spanIdHex,
+      ...(context.parentSpanIdHex !== undefined ? { parentSpanId: context.parentSpanIdHex } : {}),
+      startedAt: new Date(context.startedAt),
+      endedAt: new Date(),
+      payload: {
+        runId: context.runId,
+        agentId: context.agentId,
+        outcome: error === undefined ? 'ok' : 'error',
+        ...(error !== undefined ? { error: error instanceof Error ? error.message : String(error) } : {}),
+      },
+    }).catch(() => undefined);
   }
 
   /**

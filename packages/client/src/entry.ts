@@ -33,6 +33,13 @@ export interface LogEntryInput {
   request?: RequestContext;
   /** Your own log id (16-128 of A-Z a-z 0-9 _ . : -), to make a re-run of your job idempotent. Default: a new `log_…` id. */
   id?: string;
+  /** When the recorded work started and ended (sent in the clear, for timelines). */
+  startedAt?: Date | string;
+  endedAt?: Date | string;
+  /** This entry's W3C span id (16 lowercase hex digits). Default: a new one. */
+  spanId?: string;
+  /** Its parent span. Default inside an agent run: the run's span. */
+  parentSpanId?: string;
 }
 
 /** The agent part of a decrypted payload. */
@@ -91,6 +98,10 @@ export interface CheckedEntry {
   payload: unknown;
   requestProof: boolean | undefined;
   occurredAt: string;
+  startedAt: string | undefined;
+  endedAt: string | undefined;
+  spanId: string | undefined;
+  parentSpanId: string | undefined;
 }
 
 /**
@@ -113,6 +124,12 @@ export function checkEntry(entry: LogEntryInput, now: number = Date.now()): Chec
     if (Number.isNaN(ms)) bad('occurredAt must be a Date or an ISO 8601 date-time');
     occurredAt = new Date(ms).toISOString();
   }
+  const startedAt = instant('startedAt', entry.startedAt);
+  const endedAt = instant('endedAt', entry.endedAt);
+  if (startedAt !== undefined && endedAt !== undefined && Date.parse(endedAt) < Date.parse(startedAt)) bad('endedAt is before startedAt');
+  const spanId = span('spanId', entry.spanId);
+  const parentSpanId = span('parentSpanId', entry.parentSpanId);
+  if (spanId !== undefined && spanId === parentSpanId) bad('an entry cannot be its own parent span');
   return {
     id: entry.id,
     action,
@@ -124,7 +141,26 @@ export function checkEntry(entry: LogEntryInput, now: number = Date.now()): Chec
     payload: entry.payload,
     requestProof: entry.requestProof,
     occurredAt,
+    startedAt,
+    endedAt,
+    spanId,
+    parentSpanId,
   };
+}
+
+/** An optional instant as ISO 8601, or invalid_entry. */
+function instant(name: string, v: Date | string | undefined): string | undefined {
+  if (v === undefined) return undefined;
+  const ms = v instanceof Date ? v.getTime() : typeof v === 'string' ? Date.parse(v) : NaN;
+  if (Number.isNaN(ms)) bad(`${name} must be a Date or an ISO 8601 date-time`);
+  return new Date(ms).toISOString();
+}
+
+/** An optional W3C span id (16 lowercase hex digits, not all zero), or invalid_entry. */
+function span(name: string, v: unknown): string | undefined {
+  if (v === undefined) return undefined;
+  if (typeof v !== 'string' || !/^[0-9a-f]{16}$/.test(v) || /^0+$/.test(v)) bad(`${name} must be 16 lowercase hex digits, not all zero`);
+  return v;
 }
 
 /** Throws when plain metadata is too large for the server. */

@@ -96,12 +96,30 @@ for (const storeKind of STORES) {
       const trace = await reader(c).getTrace('run-nest');
       // The two runs' logs travel in separate requests that may be in flight together, so the
       // server's arrival order between them is not fixed: compare as a set.
+      const steps = trace.filter((l) => l.action !== 'agent.run');
       assert.deepEqual(
-        trace.map((l) => [l.id, l.actor]).sort(),
+        steps.map((l) => [l.id, l.actor]).sort(),
         [
           [ids[0], 'outer'],
           [ids[1], 'inner'],
         ].sort(),
+      );
+      // Spans in the clear: each run is an entry of its own, the inner run a child of the outer,
+      // and each step a child of its run; one tree rooted at the outer run.
+      const runs = trace.filter((l) => l.action === 'agent.run');
+      const outerRun = runs.find((l) => l.actor === 'outer')!;
+      const innerRun = runs.find((l) => l.actor === 'inner')!;
+      assert.equal(runs.length, 2);
+      assert.equal(outerRun.parentSpanId, undefined, 'the outer run is the root');
+      assert.equal(innerRun.parentSpanId, outerRun.spanId);
+      const byId = new Map(trace.map((l) => [l.id, l]));
+      assert.equal(byId.get(ids[0]!)!.parentSpanId, outerRun.spanId);
+      assert.equal(byId.get(ids[1]!)!.parentSpanId, innerRun.spanId);
+      assert.equal(new Set(trace.map((l) => l.spanId)).size, 4, 'every entry has a span of its own');
+      for (const run of runs) assert.ok(Date.parse(run.startedAt!) <= Date.parse(run.endedAt!));
+      assert.ok(
+        Date.parse(outerRun.startedAt!) <= Date.parse(innerRun.startedAt!) &&
+          Date.parse(innerRun.endedAt!) <= Date.parse(outerRun.endedAt!),
       );
       await c.shutdown();
     });
@@ -135,6 +153,12 @@ for (const storeKind of STORES) {
       assert.equal(log.credentialHandoverDetected, true);
       assert.match(log.payload.kid, /^sha256:[0-9a-f]{16}$/, 'sealed by the proxy with the bare key string');
       assert.ok(log.decryptedPayload, `the client keyring opens proxy logs: ${log.decryptError}`);
+      // The proxied call is a span of its own under the run's span (the run is recorded too).
+      await c.flush();
+      const run = (await reader(c).getTrace('run-proxy')).find((l) => l.action === 'agent.run')!;
+      assert.match(log.spanId!, /^[0-9a-f]{16}$/);
+      assert.equal(log.parentSpanId, run.spanId);
+      assert.ok(log.startedAt && log.endedAt);
       await c.shutdown();
     });
   });

@@ -136,6 +136,7 @@ for (const storeKind of STORES) {
         'occurredAt',
         'payload',
         'payloadHash',
+        'spanId',
         'traceId',
       ]);
       assert.deepEqual(lines[5]!.entry.metadata, { i: 5 });

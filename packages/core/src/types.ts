@@ -41,6 +41,13 @@ export interface LogEntry {
   firstByteMs?: number;
   /** Proxied calls: ms from receiving the call to its end. */
   durationMs?: number;
+  /** The entry's own W3C span id (16 lowercase hex digits), in the clear; absent when unknown. */
+  spanId?: string;
+  /** The span id of its parent (a run, a caller's span); absent for a root or when unknown. */
+  parentSpanId?: string;
+  /** When the work it records started and ended (ISO 8601); absent when unknown. */
+  startedAt?: string;
+  endedAt?: string;
 }
 
 /**
@@ -68,6 +75,13 @@ export interface LogIngestEntry {
   payload: Envelope | Record<string, unknown>;
   /** Hex SHA-256 of the canonical plaintext; checked against nothing the server can see, kept for proofs. */
   payloadHash?: string;
+  /** This entry's W3C span id (16 lowercase hex digits, not all zero); stored in the clear. */
+  spanId?: string;
+  /** Its parent's span id; default: the parent-id of the request's `traceparent` header. */
+  parentSpanId?: string;
+  /** ISO 8601 start and end of the work it records (end not before start). */
+  startedAt?: string;
+  endedAt?: string;
 }
 
 /** Filters of `GET /v1/projects/{projectId}/logs` (as query parameters). */
@@ -130,6 +144,10 @@ export const HEADERS = {
   requestProof: 'x-service-request-proof',
   /** Forward mode: the upstream base URL when no upstream name is used. */
   targetBase: 'x-service-target-base',
+  /** Proxy and forward: the span id the caller chooses for the call's entry (16 hex digits). */
+  spanId: 'x-service-span-id',
+  /** Proxy and forward: the parent span of the call's entry (else the `traceparent` parent-id). */
+  parentSpanId: 'x-service-parent-span-id',
 } as const;
 
 /** Default `actor` and `action` of proxied calls (spec 2.2). */

@@ -140,8 +140,13 @@ test(
         headers: { authorization: `Bearer ${p.live}` },
       });
       assert.equal(trace.statusCode, 200, trace.body);
-      const entries = trace.json().logs as Array<{ id: string; action: string; actor: string }>;
-      assert.equal(entries.length, 5, trace.body);
+      const entries = trace.json().logs as Array<{ id: string; action: string; actor: string; spanId?: string; parentSpanId?: string }>;
+      // Five steps and the two runs (each run is an `agent.run` entry), one span tree in the clear.
+      assert.equal(entries.length, 7, trace.body);
+      const spans = new Set(entries.map((e) => e.spanId));
+      assert.equal(spans.size, 7, 'every entry has a span of its own');
+      assert.equal(entries.filter((e) => e.parentSpanId === undefined).length, 1, 'one root: the planner run');
+      for (const e of entries) if (e.parentSpanId !== undefined) assert.ok(spans.has(e.parentSpanId), `${e.action} links inside the trace`);
       const planId = entries.find((e) => e.action === 'plan')!.id;
       const llmId =
         entries.find((e) => e.action === 'llm.chat' && e.actor === 'planner')?.id ?? entries.find((e) => e.action === 'llm.chat')!.id;
@@ -158,7 +163,7 @@ test(
 
       await t.test('the nested run: linked nodes in agent lanes, all visible after fit, zoom works', async () => {
         await page.click(`#logs tr[data-log-id="${planId}"] a.trace-link`);
-        await page.waitForFunction(() => document.querySelectorAll('#canvas-wrap .trace-node').length >= 5);
+        await page.waitForFunction(() => document.querySelectorAll('#canvas-wrap .trace-node').length >= 7);
         assert.match(page.url(), new RegExp(`#view=trace&trace=${TRACE}`));
         const lanes = await page.locator('.lane-label').evaluateAll((els) => els.map((e) => e.getAttribute('data-agent')));
         assert.ok(lanes.includes('planner') && lanes.includes('tool-runner'), JSON.stringify(lanes));
@@ -278,7 +283,7 @@ test(
         await page.click('#filters button[type=submit]');
         await page.waitForFunction(() => {
           const cells = Array.from(document.querySelectorAll('#logs tr td:nth-child(2)'));
-          return cells.length === 2 && cells.every((td) => td.textContent === 'tool-runner');
+          return cells.length === 3 && cells.every((td) => td.textContent === 'tool-runner');
         });
         assert.match(page.url(), /actorPrefix=tool-/);
         // A time range in the future finds nothing; the URL keeps both.
@@ -290,11 +295,11 @@ test(
         assert.match(page.url(), /from=/);
         await page.fill('#filters input[name="from"]', '');
         await page.click('#filters button[type=submit]');
-        await page.waitForFunction(() => document.querySelectorAll('#logs tr').length === 2);
+        await page.waitForFunction(() => document.querySelectorAll('#logs tr').length === 3);
         const link = page.url();
         await page.goto('about:blank');
         await page.goto(link);
-        await page.waitForFunction(() => document.querySelectorAll('#logs tr').length === 2);
+        await page.waitForFunction(() => document.querySelectorAll('#logs tr').length === 3);
         assert.equal(await page.inputValue('#filters input[name="actor"]'), 'tool-');
         await shot(page, 'stream-search');
       });
@@ -342,7 +347,7 @@ test(
           .trim()
           .split('\n')
           .map((l) => JSON.parse(l) as { payload: unknown });
-        assert.equal(lines.length, 2);
+        assert.equal(lines.length, 3, 'the tool run: its search, its LLM call, the run itself');
         assert.match(JSON.stringify(lines), /capital of France/);
       });
 

@@ -62,7 +62,7 @@ for (const store of STORES) {
     const port = (rx.address() as AddressInfo).port;
     const t = await startApp({
       store,
-      config: { proofWindowMs: 200, allowTargets: [`127.0.0.1:${port}`], webhooks: { timeoutMs: 2000, retryBaseMs: 50 } },
+      config: { proofWindowMs: 1000, allowTargets: [`127.0.0.1:${port}`], webhooks: { timeoutMs: 2000, retryBaseMs: 50 } },
     });
     try {
       const a = await fullProject(t, 'expiring');
@@ -78,8 +78,8 @@ for (const store of STORES) {
       const secret = hook.json().webhook.secret as string;
 
       // Both projects' proofs land in the same sealed batch; A also has a handover event.
-      const [la] = await ingestProofLogs(t.app, a.agent, 1, 'a');
-      const [lb] = await ingestProofLogs(t.app, b.agent, 1, 'b');
+      // (Sent together, inside a 1 s window: two sequential calls straddled a 200 ms window under load.)
+      const [[la], [lb]] = await Promise.all([ingestProofLogs(t.app, a.agent, 1, 'a'), ingestProofLogs(t.app, b.agent, 1, 'b')]);
       await postLog(t.app, a.human, { payload: {} }, { 'x-service-encryption-key': 'k', 'x-agent-x': '1' });
       const ra = await waitForReceipt(t.app, a.live, a.projectId, la!.id);
       const rb = await waitForReceipt(t.app, b.live, b.projectId, lb!.id);

@@ -25,6 +25,7 @@ import type { IngestStamp } from './stamp.js';
 import { displayHeaderName, serviceHeaderText } from '../http/service-headers.js';
 import { offload, OFFLOAD_FROM_BYTES } from '../offload/pool.js';
 import { sealLogPayload } from './seal.js';
+import { isSpanId, newSpanId } from '../http/trace-context.js';
 
 /** One entry of a `POST /v1/log` body, after schema validation (the wire shape is core's). */
 export type LogInput = LogIngestEntry & { payload: Record<string, unknown> };
@@ -44,6 +45,8 @@ export interface IngestRequest {
   receivedAt: number;
   /** Bytes of the request body: from `OFFLOAD_FROM_BYTES` up, plain payloads seal in the offload pool. */
   bodyBytes: number;
+  /** The parent-id of a valid `traceparent` header: the default parent of entries that name their span. */
+  traceparentParent?: string | undefined;
 }
 
 /** An entry ready to store, with what the idempotency check needs. */
@@ -95,6 +98,7 @@ export async function prepareLog(input: LogInput, req: IngestRequest, index: num
   }
   if (input.occurredAt !== undefined && Number.isNaN(Date.parse(input.occurredAt)))
     fail('invalid_request', 'occurredAt must be an ISO 8601 date-time');
+  const span = entrySpan(input, req, fail);
 
   let payload: Envelope;
   let payloadHash: string | null;
@@ -150,8 +154,42 @@ export async function prepareLog(input: LogInput, req: IngestRequest, index: num
       payloadHash,
       payload: canonicalize(payload),
       metadata,
+      spanId: span.spanId,
+      parentSpanId: span.parentSpanId,
+      startedAt: span.startedAt,
+      endedAt: span.endedAt,
     },
   };
+}
+
+/**
+ * The span fields of an entry (DESIGN §4), checked: W3C span ids, ISO 8601 times, end not
+ * before start. The parent defaults to the parent-id of the request's `traceparent` (the client
+ * library sends its run's span there), but only for an entry that names its own span: a plain
+ * log without span facts stays without them.
+ */
+function entrySpan(
+  input: LogInput,
+  req: IngestRequest,
+  fail: (code: 'invalid_request', msg: string) => never,
+): { spanId: string | null; parentSpanId: string | null; startedAt: number | null; endedAt: number | null } {
+  const check = (v: string | undefined, field: string) =>
+    v === undefined || isSpanId(v)
+      ? (v ?? null)
+      : fail('invalid_request', `${field} must be a W3C span id: 16 lowercase hex digits, not all zero`);
+  const time = (v: string | undefined, field: string) => {
+    if (v === undefined) return null;
+    const ms = Date.parse(v);
+    return Number.isNaN(ms) ? fail('invalid_request', `${field} must be an ISO 8601 date-time`) : ms;
+  };
+  const parentSpanId = check(input.parentSpanId, 'parentSpanId') ?? req.traceparentParent ?? null;
+  // An entry under a known parent is a span of its own even when the caller named none.
+  const spanId = check(input.spanId, 'spanId') ?? (parentSpanId !== null ? newSpanId() : null);
+  const startedAt = time(input.startedAt, 'startedAt');
+  const endedAt = time(input.endedAt, 'endedAt');
+  if (startedAt !== null && endedAt !== null && endedAt < startedAt) fail('invalid_request', 'endedAt is before startedAt');
+  if (spanId !== null && spanId === parentSpanId) fail('invalid_request', 'an entry cannot be its own parent span');
+  return { spanId, parentSpanId, startedAt, endedAt };
 }
 
 /**

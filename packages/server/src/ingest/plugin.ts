@@ -16,6 +16,7 @@ import { acceptJsonOnly, errorResponses, logIdSchema } from '../management/schem
 import { isSameEntry, prepareLog, type IngestRequest, type LogInput, type PreparedLog } from './entries.js';
 import { stampFromRequest } from './stamp.js';
 import { serviceHeaderText } from '../http/service-headers.js';
+import { parseTraceparent } from '../http/trace-context.js';
 
 /** actor, action, traceId: the one limit of ids and labels (core MAX_ID_LENGTH), as on every read path. */
 const label = { type: 'string', minLength: 1, maxLength: MAX_ID_LENGTH } as const;
@@ -44,6 +45,10 @@ const entrySchema = {
         'Either an envelope {v,alg,kid,iv,ct,tag} sealed by the caller with the log id as AAD, or (with X-Service-Encryption-Key) a plain JSON object that the server seals',
     },
     payloadHash: { type: 'string', pattern: '^[0-9a-f]{64}$', description: 'Hex SHA-256 of the canonical plain payload (envelopes only)' },
+    spanId: { type: 'string', description: "This entry's W3C span id (16 lowercase hex digits), stored in the clear" },
+    parentSpanId: { type: 'string', description: "Its parent's span id; default: the parent-id of the traceparent header" },
+    startedAt: { type: 'string', format: 'date-time', description: 'When the recorded work started' },
+    endedAt: { type: 'string', format: 'date-time', description: 'When it ended (not before startedAt)' },
   },
 } as const;
 
@@ -141,6 +146,7 @@ export default async function ingestPlugin(app: FastifyInstance): Promise<void> 
         agentRationale: serviceHeaderText(request.headers, HEADERS.agentRationale) || undefined,
         receivedAt: ctx.now(),
         bodyBytes: request.jsonBody?.raw.length ?? 0,
+        traceparentParent: parseTraceparent(request.headers.traceparent)?.parentId,
       };
       // Sealing is WebCrypto work on the thread pool: a batch's entries seal in parallel.
       const prepared: PreparedLog[] = await Promise.all(inputs.map((input, i) => prepareLog(input, req, batch ? i : undefined)));

@@ -14,7 +14,8 @@ export type ReadableRow = Omit<LogRow, 'payload'> & { payload?: string | undefin
  * Maps a stored row to the entry as read back: `id, projectId, receivedAt (ISO), actor, action,
  * traceId, actorType, credentialHandoverDetected, source, status, requestProof, payloadHash`,
  * `payload` (the envelope object) when the row was read with it, plus `metadata`,
- * `occurredAt` and the proxy timings when present.
+ * `occurredAt`, the proxy timings and the span fields (`spanId`, `parentSpanId`, `startedAt`,
+ * `endedAt`) when present.
  */
 export function toLogEntry(row: ReadableRow): LogListEntry {
   const entry: LogListEntry = {
@@ -38,6 +39,11 @@ export function toLogEntry(row: ReadableRow): LogListEntry {
   if (row.upstreamStatus !== null) entry.upstreamStatus = row.upstreamStatus;
   if (row.firstByteMs !== null) entry.firstByteMs = row.firstByteMs;
   if (row.durationMs !== null) entry.durationMs = row.durationMs;
+  // Spans in the clear (DESIGN §4): the trace graph links entries without a key.
+  if (row.spanId != null) entry.spanId = row.spanId;
+  if (row.parentSpanId != null) entry.parentSpanId = row.parentSpanId;
+  if (row.startedAt != null) entry.startedAt = new Date(row.startedAt).toISOString();
+  if (row.endedAt != null) entry.endedAt = new Date(row.endedAt).toISOString();
   return entry;
 }
 
@@ -68,6 +74,10 @@ export const logEntrySchema = {
     upstreamStatus: { type: 'integer', description: 'Proxied calls: the upstream HTTP status (in the clear)' },
     firstByteMs: { type: 'number', description: 'Proxied calls: ms from sending upstream to its response headers' },
     durationMs: { type: 'number', description: 'Proxied calls: ms from receiving the call to its end' },
+    spanId: { type: 'string', description: "The entry's W3C span id (16 hex digits), in the clear" },
+    parentSpanId: { type: 'string', description: "Its parent's span id (the enclosing run or the caller's span)" },
+    startedAt: { type: 'string', format: 'date-time', description: 'When the recorded work started' },
+    endedAt: { type: 'string', format: 'date-time', description: 'When it ended (a proxied call: when its outcome was committed)' },
   },
 } as const;
 

@@ -33,6 +33,10 @@ const CSV_COLUMNS = [
   'upstreamStatus',
   'firstByteMs',
   'durationMs',
+  'spanId',
+  'parentSpanId',
+  'startedAt',
+  'endedAt',
   'metadata',
 ] as const;
 

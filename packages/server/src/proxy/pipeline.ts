@@ -41,6 +41,7 @@ import {
 } from './record.js';
 import { TargetBlockedError, TargetInvalidError, TargetUnresolvableError, type CheckedTarget } from './ssrf.js';
 import { Exchange, type ExchangeOutcome, type ExchangeResult } from './upstream.js';
+import { callSpanOf, upstreamTraceparent } from '../http/trace-context.js';
 
 /** The body a call sends upstream. */
 export type OutgoingBody =
@@ -85,19 +86,28 @@ export async function runExchange(
 ): Promise<void> {
   const { ctx } = app;
   const started = performance.now();
+  // The entry's span (DESIGN §4), from the caller's span headers; a bad one is a 400 before any record.
+  const span = callSpanOf(request.headers);
   const keyPromise = deriveEnvelopeKey(call.keyString);
+  const receivedAt = ctx.now();
   const fields: ProxyRecordFields = {
     id: 'log_' + randomId(24),
     projectId: call.principal.projectId,
     keyId: call.principal.keyId,
-    receivedAt: ctx.now(),
+    receivedAt,
     actor: call.actor,
     action: call.action,
     traceId: call.traceId,
     actorType: call.stamp.actorType,
     credentialHandoverDetected: call.stamp.credentialHandoverDetected,
     requestProof: call.requestProof,
+    spanId: span.spanId,
+    parentSpanId: span.parentSpanId ?? null,
+    startedAt: receivedAt,
   };
+  // The upstream's spans nest under this entry: its traceparent carries our span as parent-id.
+  const traceparent = upstreamTraceparent(request.headers, span.spanId);
+  if (traceparent !== undefined && call.upstreamHeaders.traceparent !== undefined) call.upstreamHeaders.traceparent = traceparent;
   const recordedRequest: RecordedRequest = { method: call.method, target: call.target, headers: redactHeaders(call.upstreamHeaders) };
   if (call.body.kind === 'bytes') Object.assign(recordedRequest, call.body.recorded);
   const pending: ProxyPayload = { nonce: randomNonce(), source: 'proxy', via: call.via, outcome: 'pending', request: recordedRequest };
@@ -114,7 +124,7 @@ export async function runExchange(
     checked = await runtime.guard.check(call.target);
   } catch (e) {
     await recordRefusal(app, call, fields, pending, requestJcs, keyPromise, started, e);
-    void reply.header(HEADERS.logId, fields.id);
+    void reply.header(HEADERS.logId, fields.id).header(HEADERS.spanId, span.spanId);
     throw refusalError(e);
   }
 
@@ -139,7 +149,7 @@ export async function runExchange(
     method: call.method,
     headers: call.upstreamHeaders,
     body: outgoingBody(call.body, requestCapture),
-    extraHeaders: { [HEADERS.logId]: fields.id },
+    extraHeaders: { [HEADERS.logId]: fields.id, [HEADERS.spanId]: span.spanId },
     callerHead: call.callerHead,
   });
   runtime.active.add(exchange);
@@ -246,11 +256,13 @@ async function commitOutcome(
       request.log.error({ err: errorSummary(err), logId }, 'proxy outcome could not be sealed as is; recording it reduced');
       sealed = await sealProxyPayload(reduced(final), key, logId);
     }
+    const completedAt = ctx.now();
     completion = {
       status: statusOf(result.outcome),
       payload: sealed.envelope,
       payloadHash: sealed.payloadHash,
-      completedAt: ctx.now(),
+      completedAt,
+      endedAt: completedAt,
       upstreamStatus: result.status ?? null,
       firstByteMs: result.firstByteMs !== undefined ? round(result.firstByteMs) : null,
       durationMs: final.timings?.totalMs ?? null,
@@ -308,7 +320,7 @@ async function recordRefusal(
       fields.id,
       requestJcs,
     );
-    await app.ctx.store.logs.insert(newProxyLog(fields, sealed, 'failed'));
+    await app.ctx.store.logs.insert({ ...newProxyLog(fields, sealed, 'failed'), endedAt: app.ctx.now() });
     await afterInsert(app, fields, call);
   } catch (err) {
     app.ctx.log.error({ err: errorSummary(err), logId: fields.id }, 'could not record a refused proxy call');

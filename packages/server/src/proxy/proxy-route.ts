@@ -50,6 +50,11 @@ const headersSchema = {
     'x-service-action': { type: 'string', description: 'action (default proxy.request); UTF-8' },
     'x-service-run-id': { type: 'string', description: 'traceId' },
     'x-service-upstream-authorization': { type: 'string', description: 'Sent upstream as Authorization' },
+    'x-service-span-id': {
+      type: 'string',
+      description: "Span id for this call's entry (16 hex digits); default a new one, answered in X-Service-Span-ID",
+    },
+    'x-service-parent-span-id': { type: 'string', description: "Parent span of this call's entry; default the traceparent parent-id" },
   },
 } as const;
 

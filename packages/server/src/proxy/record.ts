@@ -59,6 +59,10 @@ export interface ProxyRecordFields {
   actorType: string;
   credentialHandoverDetected: boolean;
   requestProof: boolean;
+  /** The entry's span (DESIGN §4): its own id, its parent's, and when the call arrived. */
+  spanId: string;
+  parentSpanId: string | null;
+  startedAt: number;
 }
 
 /** A sealed payload, ready for the store. */

@@ -29,6 +29,12 @@ export interface NewLog {
   metadata: string | null;
   /** The instance that owes the outcome of a `pending` proxy record (store/instances.ts). */
   instanceId?: string | null;
+  /** The entry's W3C span id and its parent's (16 lowercase hex digits; migration 011). */
+  spanId?: string | null;
+  parentSpanId?: string | null;
+  /** Start and end, epoch ms (a proxied call's end comes with its outcome). */
+  startedAt?: number | null;
+  endedAt?: number | null;
 }
 
 /** A stored log entry. */
@@ -51,6 +57,8 @@ export interface LogCompletion {
   upstreamStatus?: number | null;
   firstByteMs?: number | null;
   durationMs?: number | null;
+  /** When the exchange ended, epoch ms (migration 011). */
+  endedAt?: number | null;
 }
 
 /** Filters of the log listing (DESIGN "Paths"). */
@@ -263,6 +271,10 @@ const SUMMARY_COLUMNS = [
   'upstream_status',
   'first_byte_ms',
   'duration_ms',
+  'span_id',
+  'parent_span_id',
+  'started_at',
+  'ended_at',
 ] as const satisfies ReadonlyArray<Exclude<keyof LogsTable, 'payload'>>;
 const everyColumnListed: Exclude<Exclude<keyof LogsTable, 'payload'>, (typeof SUMMARY_COLUMNS)[number]> extends never ? true : never = true;
 void everyColumnListed;
@@ -333,5 +345,9 @@ function fromRow(r: Omit<LogsTable, 'seq'> & { seq: number }): LogRow {
     upstreamStatus: r.upstream_status ?? null,
     firstByteMs: r.first_byte_ms ?? null,
     durationMs: r.duration_ms ?? null,
+    spanId: r.span_id ?? null,
+    parentSpanId: r.parent_span_id ?? null,
+    startedAt: r.started_at == null ? null : Number(r.started_at),
+    endedAt: r.ended_at == null ? null : Number(r.ended_at),
   };
 }

@@ -37,6 +37,10 @@ const INSERT_TYPES: Array<[column: string, type: string]> = [
   ['payload', 'text'],
   ['metadata', 'text'],
   ['instance_id', 'text'],
+  ['span_id', 'text'],
+  ['parent_span_id', 'text'],
+  ['started_at', 'int8'],
+  ['ended_at', 'int8'],
 ];
 const OUTCOME_TYPES: Array<[column: string, type: string]> = [
   ['status', 'text'],
@@ -46,6 +50,7 @@ const OUTCOME_TYPES: Array<[column: string, type: string]> = [
   ['upstream_status', 'int4'],
   ['first_byte_ms', 'float8'],
   ['duration_ms', 'float8'],
+  ['ended_at', 'int8'],
 ];
 
 const unnest = (types: Array<[string, string]>, from: number) => types.map(([, t], i) => `$${from + i}::${t}[]`).join(', ');
@@ -93,6 +98,10 @@ function insertColumns(logs: NewLog[]): unknown[][] {
     cols[14]![r] = l.payload;
     cols[15]![r] = l.metadata;
     cols[16]![r] = l.instanceId ?? null;
+    cols[17]![r] = l.spanId ?? null;
+    cols[18]![r] = l.parentSpanId ?? null;
+    cols[19]![r] = l.startedAt ?? null;
+    cols[20]![r] = l.endedAt ?? null;
   }
   return cols;
 }
@@ -108,6 +117,7 @@ function outcomeColumns(rows: WriteBatch['outcomes'], keys: unknown[]): unknown[
     cols[5]![r] = c.upstreamStatus ?? null;
     cols[6]![r] = c.firstByteMs ?? null;
     cols[7]![r] = c.durationMs ?? null;
+    cols[8]![r] = c.endedAt ?? null;
   }
   return cols;
 }

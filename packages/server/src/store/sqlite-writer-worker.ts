@@ -104,6 +104,10 @@ export function sqliteWriterMain(port: MessagePort, cfg: WriterWorkerData, Datab
           v[p + 14],
           v[p + 15],
           v[p + 16],
+          v[p + 17],
+          v[p + 18],
+          v[p + 19],
+          v[p + 20],
         );
         if (r.changes > 0) {
           i[k] = 1;
@@ -117,8 +121,8 @@ export function sqliteWriterMain(port: MessagePort, cfg: WriterWorkerData, Datab
         const seq = seqOf.get(id);
         const r =
           seq !== undefined
-            ? completeBySeq.run(v[p + 1], v[p + 2], v[p + 3], v[p + 4], v[p + 5], v[p + 6], v[p + 7], seq)
-            : completeById.run(v[p + 1], v[p + 2], v[p + 3], v[p + 4], v[p + 5], v[p + 6], v[p + 7], id);
+            ? completeBySeq.run(v[p + 1], v[p + 2], v[p + 3], v[p + 4], v[p + 5], v[p + 6], v[p + 7], v[p + 8], seq)
+            : completeById.run(v[p + 1], v[p + 2], v[p + 3], v[p + 4], v[p + 5], v[p + 6], v[p + 7], v[p + 8], id);
         if (r.changes > 0) o[k] = 1;
         done.push(id);
       }

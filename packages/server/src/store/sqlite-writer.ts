@@ -34,6 +34,10 @@ export const INSERT_COLUMNS = [
   'payload',
   'metadata',
   'instance_id',
+  'span_id',
+  'parent_span_id',
+  'started_at',
+  'ended_at',
 ] as const;
 
 /** Columns an outcome sets, in the order of its flat row (after the id). */
@@ -45,6 +49,7 @@ export const OUTCOME_COLUMNS = [
   'upstream_status',
   'first_byte_ms',
   'duration_ms',
+  'ended_at',
 ] as const;
 
 const SET_OUTCOME = OUTCOME_COLUMNS.map((c) => `${c} = ?`).join(', ');
@@ -79,12 +84,26 @@ export function pushInsert(out: unknown[], l: NewLog): void {
     l.payload,
     l.metadata,
     l.instanceId ?? null,
+    l.spanId ?? null,
+    l.parentSpanId ?? null,
+    l.startedAt ?? null,
+    l.endedAt ?? null,
   );
 }
 
 /** Appends one outcome row (id, then {@link OUTCOME_COLUMNS}) to a flat array. */
 export function pushOutcome(out: unknown[], id: string, c: LogCompletion): void {
-  out.push(id, c.status, c.payload, c.payloadHash, c.completedAt, c.upstreamStatus ?? null, c.firstByteMs ?? null, c.durationMs ?? null);
+  out.push(
+    id,
+    c.status,
+    c.payload,
+    c.payloadHash,
+    c.completedAt,
+    c.upstreamStatus ?? null,
+    c.firstByteMs ?? null,
+    c.durationMs ?? null,
+    c.endedAt ?? null,
+  );
 }
 
 /** How the writer thread checkpoints; see sqlite-writer-worker.ts. */

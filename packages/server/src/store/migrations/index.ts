@@ -14,6 +14,7 @@ import * as m007 from './007_exchange_timing.js';
 import * as m008 from './008_webhooks.js';
 import * as m009 from './009_retention.js';
 import * as m010 from './010_embed_origins.js';
+import * as m011 from './011_spans.js';
 
 /** One migration: a name (sort order) and its `up`. */
 export interface Migration {
@@ -33,4 +34,5 @@ export const MIGRATIONS: Migration[] = [
   { name: '008_webhooks', up: m008.up },
   { name: '009_retention', up: m009.up },
   { name: '010_embed_origins', up: m010.up },
+  { name: '011_spans', up: m011.up },
 ];
