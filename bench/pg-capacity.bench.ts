@@ -15,6 +15,7 @@ import os from 'node:os';
 import fs from 'node:fs';
 import path from 'node:path';
 import pg from 'pg';
+import { freshDatabase } from './fresh-database.js';
 import { deriveEnvelopeKey, randomNonce } from '@countersign/core';
 import { Store, type NewLog } from '../packages/server/src/store/index.js';
 import { PgWriter } from '../packages/server/src/store/pg-writer.js';
@@ -23,26 +24,6 @@ import { sealProxyPayload, type ProxyPayload } from '../packages/server/src/prox
 const SECONDS = Number(process.env.PG_BENCH_SECONDS ?? 4);
 const BATCH = 32;
 const WRITERS = [1, 2, 4, 8];
-
-async function freshDatabase(base: string): Promise<{ url: string; drop: () => Promise<void> }> {
-  const name = `cs_pgcap_${process.pid}`;
-  const admin = new pg.Client({ connectionString: base });
-  await admin.connect();
-  await admin.query(`drop database if exists ${name}`);
-  await admin.query(`create database ${name}`);
-  await admin.end();
-  const u = new URL(base);
-  u.pathname = '/' + name;
-  return {
-    url: u.toString(),
-    drop: async () => {
-      const a = new pg.Client({ connectionString: base });
-      await a.connect();
-      await a.query(`drop database if exists ${name} with (force)`);
-      await a.end();
-    },
-  };
-}
 
 /** A proxied call's two records (write-ahead and outcome), sealed as the server seals them. */
 async function sealedCall(id: string): Promise<{ pending: string; final: string; hash: string }> {
@@ -115,7 +96,7 @@ export default async function pgCapacity(): Promise<Record<string, unknown>> {
     process.stdout.write('DATABASE_URL is not set: nothing to measure\n');
     return {};
   }
-  const db = await freshDatabase(base);
+  const db = await freshDatabase(base, 'cs_pgcap_');
   const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'cs-pgcap-'));
   const store = await Store.open({ dataDir, databaseUrl: db.url });
   const admin = new pg.Client({ connectionString: db.url });

@@ -23,8 +23,8 @@
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import pg from 'pg';
 import type { Pool } from 'undici';
+import { freshDatabase } from './fresh-database.js';
 import { CAN_PIN, CORES, NGINX, cpuSeconds, fileSize, pinSelf, startNginx, startRole, type Child } from './proxy/children.js';
 import { clientFor, openLoop, pctMs, saturate, sseRuns, type CallSpec } from './proxy/load.js';
 import {
@@ -87,25 +87,6 @@ function countersignTarget(name: string, label: string, child: Child, upstream: 
   }
   const walFile = child.info.dataDir && !name.endsWith('pg') ? path.join(child.info.dataDir, 'countersign.db-wal') : undefined;
   return { name, label, json, sse, pid: child.proc.pid!, pool: clientFor(json), ...(walFile ? { walFile } : {}) };
-}
-
-async function freshDatabase(base: string): Promise<{ url: string; drop: () => Promise<void> }> {
-  const name = 'cs_bench_' + Math.random().toString(36).slice(2, 10);
-  const admin = new pg.Client({ connectionString: base });
-  await admin.connect();
-  await admin.query(`create database ${name}`);
-  await admin.end();
-  const u = new URL(base);
-  u.pathname = '/' + name;
-  return {
-    url: u.toString(),
-    drop: async () => {
-      const c = new pg.Client({ connectionString: base });
-      await c.connect();
-      await c.query(`drop database if exists ${name} with (force)`).catch(() => undefined);
-      await c.end();
-    },
-  };
 }
 
 /** One fixed-rate step of one target: warm-up at the rate, then the measured run with CPU. */

@@ -13,6 +13,7 @@ import assert from 'node:assert/strict';
 import pg from 'pg';
 import { freshPostgresDatabase, STORES, tempDir } from './helpers/server.js';
 import { PgWriter } from '../src/store/pg-writer.js';
+import { proofLog } from './proofs-helpers.js';
 import { Store, type NewLog } from '../src/store/index.js';
 
 // PostgreSQL only (CI always has it: COUNTERSIGN_REQUIRE_POSTGRES).
@@ -24,25 +25,15 @@ for (const _ of STORES.filter((s) => s === 'postgres'))
     const admin = new pg.Client({ connectionString: url });
     await admin.connect();
     try {
-      const row = (i: number): NewLog => ({
-        id: `log_plan_${i}`,
-        projectId: 'prj_plan',
-        keyId: 'key_plan',
-        receivedAt: Date.now(),
-        occurredAt: null,
-        actor: 'proxy',
-        action: 'proxy.request',
-        traceId: null,
-        actorType: 'agent',
-        credentialHandoverDetected: false,
-        source: 'proxy',
-        status: 'pending',
-        requestProof: false,
-        payloadHash: 'ab'.repeat(32),
-        payload: '{"pending":true}',
-        metadata: null,
-        instanceId: st.instance.id,
-      });
+      const row = (i: number): NewLog =>
+        proofLog(Date.now(), {
+          id: `log_plan_${i}`,
+          projectId: 'prj_plan',
+          source: 'proxy',
+          status: 'pending',
+          requestProof: false,
+          instanceId: st.instance.id,
+        });
       const outcome = (i: number) => ({
         id: `log_plan_${i}`,
         c: { status: 'complete' as const, payload: '{"done":true}', payloadHash: 'cd'.repeat(32), completedAt: Date.now() },
