@@ -33,8 +33,14 @@ import {
 const ENC = 'hostile-suite-key';
 const here = path.dirname(fileURLToPath(import.meta.url));
 const MIB = 1024 * 1024;
-/** Growth of the server's RSS allowed over the whole replay (the 20 × 9 MB attack alone took it +1.6 GB before the budget). */
-const RSS_GROWTH_BOUND_MB = 600;
+/**
+ * Growth of the server's RSS allowed over the whole replay. The 20 × 9 MB attack alone took it
+ * +1.6 GB before the in-flight budget; measured since: +386-446 MB with everything on the main
+ * thread, +458-563 MB since large bodies are parsed and sealed in the offload pool (its worker
+ * holds its own copies and heap while it works on a 9 MB record). The bound catches the
+ * unbounded case with room for a loaded machine's slower garbage collection.
+ */
+const RSS_GROWTH_BOUND_MB = 800;
 /** Longest /healthz answer accepted during the replay (see the assertion). */
 const HEALTH_HANG_BOUND_MS = 1000;
 /** Documented 5xx codes a hostile peer may cause. */
