@@ -12,8 +12,7 @@
  * used inside a run is what the server reports as credential handover.
  */
 import { AsyncLocalStorage } from 'node:async_hooks';
-import { randomId, sha256Hex } from '@countersign/core';
-import { randomBytes } from 'node:crypto';
+import { newSpanId, parseTraceparent, randomId, sha256Hex } from '@countersign/core';
 
 /** What marks an agent run. */
 export interface AgentRunOptions {
@@ -49,18 +48,9 @@ export interface AgentContext {
 
 const storage = new AsyncLocalStorage<AgentContext>();
 
-const TRACEPARENT_RE = /^00-([0-9a-f]{32})-([0-9a-f]{16})-[0-9a-f]{2}$/;
-
 /** The agent context of the current async call chain, or undefined outside any run. */
 export function currentAgentContext(): AgentContext | undefined {
   return storage.getStore();
-}
-
-/** A new random span id (16 hex digits, never all zero). */
-export function newSpanId(): string {
-  let id = '';
-  while (!id || /^0+$/.test(id)) id = randomBytes(8).toString('hex');
-  return id;
 }
 
 /** Builds the context a run would have under the current one. */
@@ -69,15 +59,15 @@ export function makeAgentContext(options: AgentRunOptions, outer: AgentContext |
   if (runId.length === 0 || runId.length > 256) throw new RangeError('runId must be 1-256 characters');
   const agentId = options.agentId ?? outer?.agentId ?? 'agent';
   if (agentId.length === 0 || agentId.length > 256) throw new RangeError('agentId must be 1-256 characters');
-  const incoming = options.traceparent ? TRACEPARENT_RE.exec(options.traceparent.trim().toLowerCase()) : null;
-  const traceIdHex = incoming?.[1] ?? (options.runId === undefined && outer ? outer.traceIdHex : sha256Hex(runId).slice(0, 32));
+  const incoming = options.traceparent ? parseTraceparent(options.traceparent.toLowerCase()) : undefined;
+  const traceIdHex = incoming?.traceId ?? (options.runId === undefined && outer ? outer.traceIdHex : sha256Hex(runId).slice(0, 32));
   return {
     runId,
     agentId,
     rationale: options.rationale ?? outer?.rationale,
     traceIdHex,
     spanIdHex: newSpanId(),
-    parentSpanIdHex: incoming?.[2] ?? outer?.spanIdHex,
+    parentSpanIdHex: incoming?.parentId ?? outer?.spanIdHex,
     startedAt: Date.now(),
   };
 }
@@ -85,6 +75,35 @@ export function makeAgentContext(options: AgentRunOptions, outer: AgentContext |
 /** Runs `fn` inside an agent context (see {@link makeAgentContext}); returns what `fn` returns. */
 export function runInAgentContext<T>(context: AgentContext, fn: () => T): T {
   return storage.run(context, fn);
+}
+
+/**
+ * {@link runInAgentContext}, then `onEnd` once the run has ended: at once for a synchronous
+ * `fn`, when its promise settles for an async one; with what it threw or rejected with, else
+ * undefined. Returns (or throws) exactly what `fn` does.
+ */
+export function runAndThen<T>(context: AgentContext, fn: () => T, onEnd: (error: unknown) => void): T {
+  let result: T;
+  try {
+    result = storage.run(context, fn);
+  } catch (err) {
+    onEnd(err);
+    throw err;
+  }
+  if (!(result instanceof Promise)) {
+    onEnd(undefined);
+    return result;
+  }
+  return result.then(
+    (value) => {
+      onEnd(undefined);
+      return value;
+    },
+    (err: unknown) => {
+      onEnd(err);
+      throw err;
+    },
+  ) as T;
 }
 
 /**

@@ -11,7 +11,8 @@ import {
   fromUtf8,
   isCoreError,
   openPayload,
-  payloadHashHex,
+  newSpanId,
+  sealPayloadWithHash,
   sealPayload,
   toBase64Url,
   utf8,
@@ -24,7 +25,7 @@ import {
   runInAgentContext,
   currentAgentContext,
   traceparentFor,
-  newSpanId,
+  runAndThen,
   type AgentContext,
   type AgentRunOptions,
 } from './agent-context.js';
@@ -148,9 +149,9 @@ export class ServiceClient {
           traceparent: headers.traceparent!,
         },
       });
-      let envelope: Envelope;
+      let sealed: { envelope: Envelope; payloadHash: string };
       try {
-        envelope = await sealPayload(payload, await c.keyring.activeKey(), id);
+        sealed = await sealPayloadWithHash(payload, await c.keyring.activeKey(), id);
       } catch (err) {
         if (isCoreError(err) && err.code === 'invalid_json')
           throw new ClientError('invalid_entry', `log(): payload must be JSON-serializable (${err.message})`);
@@ -170,8 +171,8 @@ export class ServiceClient {
           ...(parentSpanId !== undefined ? { parentSpanId } : {}),
           ...(checked.startedAt !== undefined ? { startedAt: checked.startedAt } : {}),
           ...(checked.endedAt !== undefined ? { endedAt: checked.endedAt } : {}),
-          payload: envelope,
-          payloadHash: payloadHashHex(payload),
+          payload: sealed.envelope,
+          payloadHash: sealed.payloadHash,
         },
         headers,
       };
@@ -270,27 +271,7 @@ export class ServiceClient {
   runAsAgent<T>(options: AgentRunOptions, fn: () => T): T {
     const context = makeAgentContext(options);
     if (options.recordRun === false) return runInAgentContext(context, fn);
-    let result: T;
-    try {
-      result = runInAgentContext(context, fn);
-    } catch (err) {
-      this.#recordRun(context, err);
-      throw err;
-    }
-    if (result instanceof Promise) {
-      return result.then(
-        (value) => {
-          this.#recordRun(context, undefined);
-          return value;
-        },
-        (err: unknown) => {
-          this.#recordRun(context, err);
-          throw err;
-        },
-      ) as T;
-    }
-    this.#recordRun(context, undefined);
-    return result;
+    return runAndThen(context, fn, (error) => this.#recordRun(context, error));
   }
 
   /**

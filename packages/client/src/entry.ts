@@ -6,7 +6,7 @@
  * occurredAt?, telemetry?, agent?: {runId, agentId, rationale?, traceparent}, nonce }`, with the
  * same redacted / referenced values as the plain fields sent beside it.
  */
-import { canonicalize, MAX_METADATA_BYTES, randomNonce } from '@countersign/core';
+import { canonicalize, isSpanId, MAX_METADATA_BYTES, randomNonce } from '@countersign/core';
 import { ClientError } from './errors.js';
 import { LOG_ID_RE } from './config.js';
 import type { RequestContext, TelemetryRecord } from './telemetry.js';
@@ -159,7 +159,7 @@ function instant(name: string, v: Date | string | undefined): string | undefined
 /** An optional W3C span id (16 lowercase hex digits, not all zero), or invalid_entry. */
 function span(name: string, v: unknown): string | undefined {
   if (v === undefined) return undefined;
-  if (typeof v !== 'string' || !/^[0-9a-f]{16}$/.test(v) || /^0+$/.test(v)) bad(`${name} must be 16 lowercase hex digits, not all zero`);
+  if (!isSpanId(v)) bad(`${name} must be 16 lowercase hex digits, not all zero`);
   return v;
 }
 

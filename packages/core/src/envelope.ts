@@ -184,6 +184,19 @@ export function sealPayload(payload: unknown, key: EnvelopeKey, logId: string): 
 }
 
 /**
+ * {@link sealPayload} and the payload's hash from the same canonical bytes (serialized once):
+ * `payloadHash` equals `payloadHashHex(payload)`.
+ */
+export async function sealPayloadWithHash(
+  payload: unknown,
+  key: EnvelopeKey,
+  logId: string,
+): Promise<{ envelope: Envelope; payloadHash: string }> {
+  const bytes = canonicalBytes(payload);
+  return { payloadHash: toHex(sha256(bytes)), envelope: await sealBytes(bytes, key, logId) };
+}
+
+/**
  * Checks the shape of an untrusted envelope.
  * @throws CoreError `invalid_envelope` naming the first thing that is wrong.
  */

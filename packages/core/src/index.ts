@@ -15,4 +15,5 @@ export * from './envelope.js';
 export * from './keys.js';
 export * from './types.js';
 export * from './handover.js';
+export * from './trace-context.js';
 export * from './proofs/index.js';

@@ -14,6 +14,9 @@ import {
   openPayload,
   randomId,
   randomNonce,
+  isSpanId,
+  newSpanId,
+  sealPayloadWithHash,
   type Envelope,
 } from '@countersign/core';
 import type { IncomingHttpHeaders } from 'node:http';
@@ -24,8 +27,6 @@ import type { LogRow, NewLog } from '../store/index.js';
 import type { IngestStamp } from './stamp.js';
 import { displayHeaderName, serviceHeaderText } from '../http/service-headers.js';
 import { offload, OFFLOAD_FROM_BYTES } from '../offload/pool.js';
-import { sealLogPayload } from './seal.js';
-import { isSpanId, newSpanId } from '../http/trace-context.js';
 
 /** One entry of a `POST /v1/log` body, after schema validation (the wire shape is core's). */
 export type LogInput = LogIngestEntry & { payload: Record<string, unknown> };
@@ -111,7 +112,7 @@ export async function prepareLog(input: LogInput, req: IngestRequest, index: num
     const key = await deriveEnvelopeKey(req.encryptionKey);
     const done =
       req.bodyBytes < OFFLOAD_FROM_BYTES
-        ? await sealLogPayload(sealed, key, id)
+        ? await sealPayloadWithHash(sealed, key, id)
         : await offload({ kind: 'sealLog', payload: sealed, key, logId: id });
     payloadHash = done.payloadHash;
     payload = done.envelope;

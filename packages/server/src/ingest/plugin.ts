@@ -6,7 +6,7 @@
  * group commit before the answer; credential handover raises a security event.
  */
 import type { FastifyInstance, FastifyRequest } from 'fastify';
-import { HEADERS, MAX_ID_LENGTH, MAX_METADATA_BYTES } from '@countersign/core';
+import { HEADERS, MAX_ID_LENGTH, MAX_METADATA_BYTES, parseTraceparent } from '@countersign/core';
 import { requireIngestKey } from '../auth/guards.js';
 import { admitIngest } from '../http/admission.js';
 import type { IngestPrincipal } from '../auth/principal.js';
@@ -16,7 +16,6 @@ import { acceptJsonOnly, errorResponses, logIdSchema } from '../management/schem
 import { isSameEntry, prepareLog, type IngestRequest, type LogInput, type PreparedLog } from './entries.js';
 import { stampFromRequest } from './stamp.js';
 import { serviceHeaderText } from '../http/service-headers.js';
-import { parseTraceparent } from '../http/trace-context.js';
 
 /** actor, action, traceId: the one limit of ids and labels (core MAX_ID_LENGTH), as on every read path. */
 const label = { type: 'string', minLength: 1, maxLength: MAX_ID_LENGTH } as const;

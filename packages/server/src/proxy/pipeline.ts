@@ -106,7 +106,7 @@ export async function runExchange(
     startedAt: receivedAt,
   };
   // The upstream's spans nest under this entry: its traceparent carries our span as parent-id.
-  const traceparent = upstreamTraceparent(request.headers, span.spanId);
+  const traceparent = upstreamTraceparent(span);
   if (traceparent !== undefined && call.upstreamHeaders.traceparent !== undefined) call.upstreamHeaders.traceparent = traceparent;
   const recordedRequest: RecordedRequest = { method: call.method, target: call.target, headers: redactHeaders(call.upstreamHeaders) };
   if (call.body.kind === 'bytes') Object.assign(recordedRequest, call.body.recorded);
