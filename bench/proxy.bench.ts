@@ -17,7 +17,8 @@
  * minute, figures not meaningful). Knobs: PROXY_BENCH_ROUNDS (medians over rounds, default 1),
  * PROXY_BENCH_SECONDS (per measured rate step, default 5), PROXY_BENCH_DOOR=forward (Countersign
  * through `/v1/forward/…` instead of `POST /v1/proxy`), PROXY_BENCH_PROFILE=cs_sqlite|cs_pg|floor
- * (`--cpu-prof` of that process into $TMPDIR/proxy-bench-prof), PROXY_BENCH_LOAD_CORE /
+ * (`--cpu-prof` of that process into $TMPDIR/proxy-bench-prof), PROXY_BENCH_CS_FLAGS (extra Node
+ * flags for the Countersign processes, e.g. `--single-threaded-gc`), PROXY_BENCH_LOAD_CORE /
  * PROXY_BENCH_PROXY_CORE.
  */
 import fs from 'node:fs';
@@ -137,6 +138,7 @@ export default async function proxyBench(): Promise<Record<string, unknown>> {
     const env = { PROXY_BENCH_UPSTREAM: upUrl };
     const prof = (name: string) =>
       process.env.PROXY_BENCH_PROFILE === name ? ['--cpu-prof', '--cpu-prof-dir=' + path.join(os.tmpdir(), 'proxy-bench-prof')] : [];
+    const csFlags = (process.env.PROXY_BENCH_CS_FLAGS ?? '').split(' ').filter(Boolean);
     targets.push(plainTarget('direct', 'direct', upUrl, upstream.proc.pid!));
     const floor = await startRole('floor', 'floor', CORES.proxy, env, prof('floor'));
     children.push(floor);
@@ -146,18 +148,21 @@ export default async function proxyBench(): Promise<Record<string, unknown>> {
       children.push(nginx);
       targets.push(plainTarget('nginx', 'nginx', nginx.info.url!, nginx.proc.pid!));
     }
-    const sqlite = await startRole('cs_sqlite', 'countersign', CORES.proxy, env, prof('cs_sqlite'));
+    const sqlite = await startRole('cs_sqlite', 'countersign', CORES.proxy, env, [...csFlags, ...prof('cs_sqlite')]);
     children.push(sqlite);
     targets.push(countersignTarget('cs_sqlite', 'Countersign SQLite', sqlite, upUrl));
     if (process.env.DATABASE_URL) {
       const db = await freshDatabase(process.env.DATABASE_URL);
       drops.push(db.drop);
-      const pgChild = await startRole('cs_pg', 'countersign', CORES.proxy, { ...env, PROXY_BENCH_DATABASE_URL: db.url }, prof('cs_pg'));
+      const pgChild = await startRole('cs_pg', 'countersign', CORES.proxy, { ...env, PROXY_BENCH_DATABASE_URL: db.url }, [
+        ...csFlags,
+        ...prof('cs_pg'),
+      ]);
       children.push(pgChild);
       targets.push(countersignTarget('cs_pg', 'Countersign PostgreSQL', pgChild, upUrl));
     }
     process.stdout.write(
-      `targets: ${targets.map((t) => t.name).join(', ')}; ${CAN_PIN ? `proxies pinned to core ${CORES.proxy}, upstream and load generator to core ${CORES.load}` : 'taskset missing: NOT pinned'}; door ${DOOR}; ${ROUNDS} round(s)${QUICK ? '; QUICK smoke run' : ''}\n`,
+      `targets: ${targets.map((t) => t.name).join(', ')}; ${CAN_PIN ? `proxies pinned to core ${CORES.proxy}, upstream and load generator to core ${CORES.load}` : 'taskset missing: NOT pinned'}; door ${DOOR}; ${ROUNDS} round(s)${csFlags.length > 0 ? `; Countersign flags ${csFlags.join(' ')}` : ''}${QUICK ? '; QUICK smoke run' : ''}\n`,
     );
     sampler = setInterval(() => {
       for (const t of targets) if (t.walFile) walPeak.set(t.name, Math.max(walPeak.get(t.name) ?? 0, fileSize(t.walFile)));
@@ -249,6 +254,7 @@ export default async function proxyBench(): Promise<Record<string, unknown>> {
       sse_runs: SSE_RUNS,
       rounds: ROUNDS,
       door: DOOR,
+      countersign_node_flags: csFlags,
       quick: QUICK,
       pinned: CAN_PIN ? { proxies: CORES.proxy, load_and_upstream: CORES.load } : false,
     };

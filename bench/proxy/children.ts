@@ -160,7 +160,11 @@ http {
 
 /** CPU seconds (user + system, every thread, live or exited) a process has used so far (Linux /proc). */
 export function cpuSeconds(pid: number): number {
-  const text = fs.readFileSync(`/proc/${pid}/stat`, 'utf8');
+  return statCpuSeconds(`/proc/${pid}/stat`);
+}
+
+function statCpuSeconds(file: string): number {
+  const text = fs.readFileSync(file, 'utf8');
   const fields = text.slice(text.lastIndexOf(')') + 2).split(' ');
   return (Number(fields[11]) + Number(fields[12])) / 100; // utime, stime in USER_HZ (100) ticks
 }
@@ -178,4 +182,17 @@ export function fileSize(file: string): number {
   } catch {
     return 0;
   }
+}
+
+/** CPU seconds (user + system) of each thread of a process, by thread id (Linux /proc). */
+export function threadCpuSeconds(pid: number): Map<number, number> {
+  const out = new Map<number, number>();
+  for (const tid of fs.readdirSync(`/proc/${pid}/task`)) {
+    try {
+      out.set(Number(tid), statCpuSeconds(`/proc/${pid}/task/${tid}/stat`));
+    } catch {
+      /* the thread ended meanwhile */
+    }
+  }
+  return out;
 }

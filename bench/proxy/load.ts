@@ -50,9 +50,16 @@ export interface RateRun {
 
 /**
  * Open loop: request i is due at start + i / rate; every due request is sent at once, whatever
- * the answers to earlier ones do, and its latency counts from when it was due.
+ * the answers to earlier ones do, and its latency counts from when it was due. `each`, when
+ * given, sees every answered request: when it was due (epoch ms) and its latency (µs).
  */
-export async function openLoop(pool: Pool, spec: CallSpec, rate: number, seconds: number): Promise<RateRun> {
+export async function openLoop(
+  pool: Pool,
+  spec: CallSpec,
+  rate: number,
+  seconds: number,
+  each?: (dueEpochMs: number, totalUs: number) => void,
+): Promise<RateRun> {
   const total = histogram();
   const ttfb = histogram();
   let ok = 0;
@@ -70,6 +77,7 @@ export async function openLoop(pool: Pool, spec: CallSpec, rate: number, seconds
           ok++;
           ttfb.recordValue(Math.max(1, Math.round(h)));
           total.recordValue(Math.max(1, Math.round(t)));
+          each?.(performance.timeOrigin + due, t);
         },
         () => void errors++,
       );

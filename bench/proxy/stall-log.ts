@@ -1,0 +1,38 @@
+/**
+ * Preloaded (`--import`) into a process under the tail benchmark (bench/tail.bench.ts): writes
+ * one JSON line per GC pause of at least 1 ms and per event-loop stall of at least 5 ms, with
+ * its wall-clock start (epoch ms), to PROXY_BENCH_STALL_FILE, so that slow requests can be laid
+ * beside what the process was doing when they were due.
+ */
+import fs from 'node:fs';
+import { PerformanceObserver, constants } from 'node:perf_hooks';
+
+const file = process.env.PROXY_BENCH_STALL_FILE;
+const TICK_MS = 5;
+
+if (file) {
+  const origin = performance.timeOrigin;
+  const kinds: Record<number, string> = {
+    [constants.NODE_PERFORMANCE_GC_MINOR]: 'scavenge',
+    [constants.NODE_PERFORMANCE_GC_MAJOR]: 'mark-compact',
+    [constants.NODE_PERFORMANCE_GC_INCREMENTAL]: 'incremental',
+    [constants.NODE_PERFORMANCE_GC_WEAKCB]: 'weak-callbacks',
+  };
+  new PerformanceObserver((list) => {
+    for (const e of list.getEntries()) {
+      if (e.duration < 1) continue;
+      const kind = (e as PerformanceEntry & { detail?: { kind?: number } }).detail?.kind ?? 0;
+      fs.appendFileSync(
+        file,
+        JSON.stringify({ what: 'gc', kind: kinds[kind] ?? String(kind), at: origin + e.startTime, ms: e.duration }) + '\n',
+      );
+    }
+  }).observe({ entryTypes: ['gc'] });
+  let last = performance.now();
+  setInterval(() => {
+    const now = performance.now();
+    const late = now - last - TICK_MS;
+    if (late >= 5) fs.appendFileSync(file, JSON.stringify({ what: 'stall', at: origin + last, ms: late }) + '\n');
+    last = now;
+  }, TICK_MS).unref();
+}

@@ -1,0 +1,136 @@
+/**
+ * Where the proxy's tail latency comes from: one Countersign process (SQLite, or PostgreSQL with
+ * TAIL_STORE=postgres and DATABASE_URL) pinned to the proxy core like in the proxy benchmark,
+ * driven open loop at one fixed rate, every request's due time and latency kept, while the
+ * process logs its own GC pauses and event-loop stalls (bench/proxy/stall-log.ts). Reports the
+ * latency percentiles; how many slow requests (over 5 ms) were in flight during a pause or stall
+ * of 10 ms or more; GC pauses by kind; and the CPU per call of each of the process's threads
+ * (the event loop's and the rest: writer, checkpoints, GC helpers).
+ *
+ * Run: `npm run bench -- tail` (about half a minute). Knobs: TAIL_RATE (default 1000 req/s),
+ * TAIL_SECONDS (default 15), TAIL_STORE (sqlite | postgres), PROXY_BENCH_CS_FLAGS (extra Node
+ * flags for the Countersign process, e.g. `--single-threaded-gc`).
+ */
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { freshDatabase } from './fresh-database.js';
+import { CORES, pinSelf, startRole, threadCpuSeconds, type Child } from './proxy/children.js';
+import { clientFor, openLoop, pctMs, type CallSpec } from './proxy/load.js';
+
+const RATE = Number(process.env.TAIL_RATE ?? 1000);
+const SECONDS = Number(process.env.TAIL_SECONDS ?? (process.env.BENCH_QUICK === '1' ? 3 : 15));
+const STORE = process.env.TAIL_STORE === 'postgres' ? 'postgres' : 'sqlite';
+const SLOW_MS = 5;
+const BIG_EVENT_MS = 10;
+const stallLog = path.join(path.dirname(fileURLToPath(import.meta.url)), 'proxy', 'stall-log.ts');
+
+interface Event {
+  what: 'gc' | 'stall';
+  kind?: string;
+  at: number;
+  ms: number;
+}
+
+/** Runs the study; prints and returns its figures. */
+export default async function tailBench(): Promise<Record<string, unknown>> {
+  if (STORE === 'postgres' && !process.env.DATABASE_URL) throw new Error('TAIL_STORE=postgres needs DATABASE_URL');
+  pinSelf();
+  const children: Child[] = [];
+  const stallFile = path.join(os.tmpdir(), `proxy-tail-${process.pid}.jsonl`);
+  const db = STORE === 'postgres' ? await freshDatabase(process.env.DATABASE_URL!) : undefined;
+  try {
+    const upstream = await startRole('upstream', 'upstream', CORES.load);
+    children.push(upstream);
+    const csFlags = (process.env.PROXY_BENCH_CS_FLAGS ?? '').split(' ').filter(Boolean);
+    const env: Record<string, string> = { PROXY_BENCH_UPSTREAM: upstream.info.url!, PROXY_BENCH_STALL_FILE: stallFile };
+    if (db) env.PROXY_BENCH_DATABASE_URL = db.url;
+    const cs = await startRole('countersign', 'countersign', CORES.proxy, env, [...csFlags, '--import', stallLog]);
+    children.push(cs);
+    const spec: CallSpec = {
+      origin: cs.info.url!,
+      path: '/v1/proxy',
+      method: 'POST',
+      headers: { authorization: `Bearer ${cs.info.apiKey}`, 'content-type': 'application/json', 'x-service-encryption-key': 'tail-key' },
+      body: JSON.stringify({ target: upstream.info.url + '/json', payload: { model: 'm', prompt: 'hello' } }),
+    };
+    const pool = clientFor(spec);
+    await openLoop(pool, spec, RATE, 3); // JIT, pools, pages
+    const pid = cs.proc.pid!;
+    const from = Date.now();
+    const cpu0 = threadCpuSeconds(pid);
+    const samples: Array<[number, number]> = [];
+    const run = await openLoop(pool, spec, RATE, SECONDS, (due, us) => samples.push([due, us / 1000]));
+    const cpu1 = threadCpuSeconds(pid);
+    await pool.close();
+
+    const events: Event[] = fs
+      .readFileSync(stallFile, 'utf8')
+      .split('\n')
+      .filter(Boolean)
+      .map((l) => JSON.parse(l) as Event)
+      .filter((e) => e.at >= from);
+    const big = events.filter((e) => e.ms >= BIG_EVENT_MS);
+    const slow = samples.filter(([, ms]) => ms > SLOW_MS);
+    // In flight during a big pause or stall: the event started before the answer came back and ended after the request was due.
+    const nearBig = slow.filter(([due, ms]) => big.some((e) => e.at <= due + ms && e.at + e.ms >= due)).length;
+    const gc: Record<string, { count: number; total_ms: number; max_ms: number }> = {};
+    for (const e of events.filter((x) => x.what === 'gc')) {
+      const g = (gc[e.kind!] ??= { count: 0, total_ms: 0, max_ms: 0 });
+      g.count++;
+      g.total_ms = Math.round((g.total_ms + e.ms) * 10) / 10;
+      g.max_ms = Math.max(g.max_ms, Math.round(e.ms * 10) / 10);
+    }
+    const stalls = events.filter((e) => e.what === 'stall');
+    const perCall = (s: number) => Math.round((s / Math.max(1, run.ok)) * 1e6);
+    let others = 0;
+    for (const [tid, s] of cpu1) if (tid !== pid) others += s - (cpu0.get(tid) ?? 0);
+    const mainCpu = (cpu1.get(pid) ?? 0) - (cpu0.get(pid) ?? 0);
+    const out = {
+      store: STORE,
+      rate: RATE,
+      seconds: SECONDS,
+      countersign_node_flags: csFlags,
+      answered: run.ok,
+      errors: run.errors,
+      latency_ms: {
+        p50: pctMs(run.total, 50),
+        p90: pctMs(run.total, 90),
+        p99: pctMs(run.total, 99),
+        p999: pctMs(run.total, 99.9),
+        max: pctMs(run.total, 100),
+      },
+      slow_requests: slow.length,
+      slow_in_flight_during_big_pause: nearBig,
+      gc_pauses: gc,
+      event_loop_stalls: {
+        count: stalls.length,
+        total_ms: Math.round(stalls.reduce((a, e) => a + e.ms, 0)),
+        max_ms: Math.round(Math.max(0, ...stalls.map((e) => e.ms)) * 10) / 10,
+      },
+      cpu_us_per_call: {
+        event_loop_thread: perCall(mainCpu),
+        other_threads: perCall(others),
+        share_of_core: Math.round(((mainCpu + others) / SECONDS) * 100) / 100,
+      },
+    };
+    const l = out.latency_ms;
+    process.stdout.write(
+      [
+        `Countersign ${STORE}, ${RATE} req/s for ${SECONDS} s${csFlags.length ? ` (${csFlags.join(' ')})` : ''}: p50 ${l.p50} / p90 ${l.p90} / p99 ${l.p99} / p99.9 ${l.p999} / max ${l.max} ms, ${run.errors} errors`,
+        `slow (> ${SLOW_MS} ms): ${slow.length}; of them in flight during a GC pause or loop stall of ${BIG_EVENT_MS} ms or more: ${nearBig}`,
+        `GC pauses: ${Object.entries(gc)
+          .map(([k, g]) => `${k} ${g.count}× (total ${g.total_ms} ms, max ${g.max_ms})`)
+          .join('; ')}`,
+        `event-loop stalls ≥ 5 ms: ${out.event_loop_stalls.count} (total ${out.event_loop_stalls.total_ms} ms, max ${out.event_loop_stalls.max_ms} ms)`,
+        `CPU per call: event-loop thread ${out.cpu_us_per_call.event_loop_thread} µs, other threads ${out.cpu_us_per_call.other_threads} µs; ${out.cpu_us_per_call.share_of_core} of the core`,
+      ].join('\n') + '\n',
+    );
+    return out;
+  } finally {
+    for (const c of children.reverse()) await c.stop().catch(() => undefined);
+    await db?.drop().catch(() => undefined);
+    fs.rmSync(stallFile, { force: true });
+  }
+}
