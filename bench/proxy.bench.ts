@@ -26,8 +26,19 @@ import os from 'node:os';
 import path from 'node:path';
 import type { Pool } from 'undici';
 import { freshDatabase } from './fresh-database.js';
-import { CAN_PIN, CORES, NGINX, cpuSeconds, fileSize, pinSelf, startNginx, startRole, type Child } from './proxy/children.js';
-import { clientFor, openLoop, pctMs, saturate, sseRuns, type CallSpec } from './proxy/load.js';
+import {
+  CAN_PIN,
+  CORES,
+  COUNTERSIGN_FLAGS,
+  NGINX,
+  cpuSeconds,
+  fileSize,
+  pinSelf,
+  startNginx,
+  startRole,
+  type Child,
+} from './proxy/children.js';
+import { clientFor, openLoop, pctMs, proxyDoorCall, saturate, sseRuns, type CallSpec } from './proxy/load.js';
 import {
   medianOf,
   ratioLines,
@@ -81,10 +92,8 @@ function countersignTarget(name: string, label: string, child: Child, upstream: 
       headers: { 'x-service-key': child.info.apiKey!, 'x-service-encryption-key': ENC },
     };
   } else {
-    const headers = { authorization: `Bearer ${child.info.apiKey}`, 'content-type': 'application/json', 'x-service-encryption-key': ENC };
-    const body = (p: string) => JSON.stringify({ target: upstream + p, payload: { model: 'm', prompt: 'hello' } });
-    json = { origin, path: '/v1/proxy', method: 'POST', headers, body: body('/json') };
-    sse = { origin, path: '/v1/proxy', method: 'POST', headers, body: body('/sse?n=50') };
+    json = proxyDoorCall(origin, child.info.apiKey!, ENC, upstream + '/json');
+    sse = proxyDoorCall(origin, child.info.apiKey!, ENC, upstream + '/sse?n=50');
   }
   const walFile = child.info.dataDir && !name.endsWith('pg') ? path.join(child.info.dataDir, 'countersign.db-wal') : undefined;
   return { name, label, json, sse, pid: child.proc.pid!, pool: clientFor(json), ...(walFile ? { walFile } : {}) };
@@ -138,7 +147,6 @@ export default async function proxyBench(): Promise<Record<string, unknown>> {
     const env = { PROXY_BENCH_UPSTREAM: upUrl };
     const prof = (name: string) =>
       process.env.PROXY_BENCH_PROFILE === name ? ['--cpu-prof', '--cpu-prof-dir=' + path.join(os.tmpdir(), 'proxy-bench-prof')] : [];
-    const csFlags = (process.env.PROXY_BENCH_CS_FLAGS ?? '').split(' ').filter(Boolean);
     targets.push(plainTarget('direct', 'direct', upUrl, upstream.proc.pid!));
     const floor = await startRole('floor', 'floor', CORES.proxy, env, prof('floor'));
     children.push(floor);
@@ -148,21 +156,21 @@ export default async function proxyBench(): Promise<Record<string, unknown>> {
       children.push(nginx);
       targets.push(plainTarget('nginx', 'nginx', nginx.info.url!, nginx.proc.pid!));
     }
-    const sqlite = await startRole('cs_sqlite', 'countersign', CORES.proxy, env, [...csFlags, ...prof('cs_sqlite')]);
+    const sqlite = await startRole('cs_sqlite', 'countersign', CORES.proxy, env, [...COUNTERSIGN_FLAGS, ...prof('cs_sqlite')]);
     children.push(sqlite);
     targets.push(countersignTarget('cs_sqlite', 'Countersign SQLite', sqlite, upUrl));
     if (process.env.DATABASE_URL) {
       const db = await freshDatabase(process.env.DATABASE_URL);
       drops.push(db.drop);
       const pgChild = await startRole('cs_pg', 'countersign', CORES.proxy, { ...env, PROXY_BENCH_DATABASE_URL: db.url }, [
-        ...csFlags,
+        ...COUNTERSIGN_FLAGS,
         ...prof('cs_pg'),
       ]);
       children.push(pgChild);
       targets.push(countersignTarget('cs_pg', 'Countersign PostgreSQL', pgChild, upUrl));
     }
     process.stdout.write(
-      `targets: ${targets.map((t) => t.name).join(', ')}; ${CAN_PIN ? `proxies pinned to core ${CORES.proxy}, upstream and load generator to core ${CORES.load}` : 'taskset missing: NOT pinned'}; door ${DOOR}; ${ROUNDS} round(s)${csFlags.length > 0 ? `; Countersign flags ${csFlags.join(' ')}` : ''}${QUICK ? '; QUICK smoke run' : ''}\n`,
+      `targets: ${targets.map((t) => t.name).join(', ')}; ${CAN_PIN ? `proxies pinned to core ${CORES.proxy}, upstream and load generator to core ${CORES.load}` : 'taskset missing: NOT pinned'}; door ${DOOR}; ${ROUNDS} round(s)${COUNTERSIGN_FLAGS.length > 0 ? `; Countersign flags ${COUNTERSIGN_FLAGS.join(' ')}` : ''}${QUICK ? '; QUICK smoke run' : ''}\n`,
     );
     sampler = setInterval(() => {
       for (const t of targets) if (t.walFile) walPeak.set(t.name, Math.max(walPeak.get(t.name) ?? 0, fileSize(t.walFile)));
@@ -254,7 +262,7 @@ export default async function proxyBench(): Promise<Record<string, unknown>> {
       sse_runs: SSE_RUNS,
       rounds: ROUNDS,
       door: DOOR,
-      countersign_node_flags: csFlags,
+      countersign_node_flags: COUNTERSIGN_FLAGS,
       quick: QUICK,
       pinned: CAN_PIN ? { proxies: CORES.proxy, load_and_upstream: CORES.load } : false,
     };

@@ -16,8 +16,8 @@ import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { freshDatabase } from './fresh-database.js';
-import { CORES, pinSelf, startRole, threadCpuSeconds, type Child } from './proxy/children.js';
-import { clientFor, openLoop, pctMs, type CallSpec } from './proxy/load.js';
+import { CORES, COUNTERSIGN_FLAGS, pinSelf, startRole, threadCpuSeconds, type Child } from './proxy/children.js';
+import { clientFor, openLoop, pctMs, proxyDoorCall } from './proxy/load.js';
 
 const RATE = Number(process.env.TAIL_RATE ?? 1000);
 const SECONDS = Number(process.env.TAIL_SECONDS ?? (process.env.BENCH_QUICK === '1' ? 3 : 15));
@@ -43,18 +43,11 @@ export default async function tailBench(): Promise<Record<string, unknown>> {
   try {
     const upstream = await startRole('upstream', 'upstream', CORES.load);
     children.push(upstream);
-    const csFlags = (process.env.PROXY_BENCH_CS_FLAGS ?? '').split(' ').filter(Boolean);
     const env: Record<string, string> = { PROXY_BENCH_UPSTREAM: upstream.info.url!, PROXY_BENCH_STALL_FILE: stallFile };
     if (db) env.PROXY_BENCH_DATABASE_URL = db.url;
-    const cs = await startRole('countersign', 'countersign', CORES.proxy, env, [...csFlags, '--import', stallLog]);
+    const cs = await startRole('countersign', 'countersign', CORES.proxy, env, [...COUNTERSIGN_FLAGS, '--import', stallLog]);
     children.push(cs);
-    const spec: CallSpec = {
-      origin: cs.info.url!,
-      path: '/v1/proxy',
-      method: 'POST',
-      headers: { authorization: `Bearer ${cs.info.apiKey}`, 'content-type': 'application/json', 'x-service-encryption-key': 'tail-key' },
-      body: JSON.stringify({ target: upstream.info.url + '/json', payload: { model: 'm', prompt: 'hello' } }),
-    };
+    const spec = proxyDoorCall(cs.info.url!, cs.info.apiKey!, 'tail-key', upstream.info.url + '/json');
     const pool = clientFor(spec);
     await openLoop(pool, spec, RATE, 3); // JIT, pools, pages
     const pid = cs.proc.pid!;
@@ -91,7 +84,7 @@ export default async function tailBench(): Promise<Record<string, unknown>> {
       store: STORE,
       rate: RATE,
       seconds: SECONDS,
-      countersign_node_flags: csFlags,
+      countersign_node_flags: COUNTERSIGN_FLAGS,
       answered: run.ok,
       errors: run.errors,
       latency_ms: {
@@ -118,7 +111,7 @@ export default async function tailBench(): Promise<Record<string, unknown>> {
     const l = out.latency_ms;
     process.stdout.write(
       [
-        `Countersign ${STORE}, ${RATE} req/s for ${SECONDS} s${csFlags.length ? ` (${csFlags.join(' ')})` : ''}: p50 ${l.p50} / p90 ${l.p90} / p99 ${l.p99} / p99.9 ${l.p999} / max ${l.max} ms, ${run.errors} errors`,
+        `Countersign ${STORE}, ${RATE} req/s for ${SECONDS} s${COUNTERSIGN_FLAGS.length ? ` (${COUNTERSIGN_FLAGS.join(' ')})` : ''}: p50 ${l.p50} / p90 ${l.p90} / p99 ${l.p99} / p99.9 ${l.p999} / max ${l.max} ms, ${run.errors} errors`,
         `slow (> ${SLOW_MS} ms): ${slow.length}; of them in flight during a GC pause or loop stall of ${BIG_EVENT_MS} ms or more: ${nearBig}`,
         `GC pauses: ${Object.entries(gc)
           .map(([k, g]) => `${k} ${g.count}× (total ${g.total_ms} ms, max ${g.max_ms})`)

@@ -19,6 +19,9 @@ export const CORES = {
   proxy: process.env.PROXY_BENCH_PROXY_CORE ?? (os.cpus().length > 1 ? '1' : '0'),
 };
 
+/** Extra Node flags for the Countersign processes (PROXY_BENCH_CS_FLAGS, space-separated). */
+export const COUNTERSIGN_FLAGS = (process.env.PROXY_BENCH_CS_FLAGS ?? '').split(' ').filter(Boolean);
+
 /** True when `taskset` is there to pin with (Linux util-linux). */
 export const CAN_PIN = spawnSync('taskset', ['-V']).status === 0;
 

@@ -16,6 +16,17 @@ export interface CallSpec {
   body?: string;
 }
 
+/** A `POST /v1/proxy` call of Countersign at `origin` to `target`, sealed with `encryptionKey`. */
+export function proxyDoorCall(origin: string, apiKey: string, encryptionKey: string, target: string): CallSpec {
+  return {
+    origin,
+    path: '/v1/proxy',
+    method: 'POST',
+    headers: { authorization: `Bearer ${apiKey}`, 'content-type': 'application/json', 'x-service-encryption-key': encryptionKey },
+    body: JSON.stringify({ target, payload: { model: 'm', prompt: 'hello' } }),
+  };
+}
+
 /** Histogram of microseconds, 1 µs to 60 s at 3 significant digits. */
 export function histogram(): hdr.Histogram {
   return hdr.build({ lowestDiscernibleValue: 1, highestTrackableValue: 60_000_000, numberOfSignificantValueDigits: 3 });

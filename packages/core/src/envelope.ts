@@ -11,7 +11,7 @@ import { CoreError } from './errors.js';
 import { concatBytes, fromBase64, fromUtf8, toBase64Url, toHex, utf8 } from './encoding.js';
 import { randomBytes } from './random.js';
 import { nodeCrypto } from './native.js';
-import { sha256 } from './hash.js';
+import { sha256, sha256Hex } from './hash.js';
 import { parsePayloadJson } from './payload.js';
 
 /** The stored form of an encrypted payload. */
@@ -183,17 +183,37 @@ export function sealPayload(payload: unknown, key: EnvelopeKey, logId: string): 
   return sealBytes(canonicalBytes(payload), key, logId);
 }
 
+// Above this size the hash runs in WebCrypto (asynchronous, beside the encryption) instead of the
+// synchronous digest; both are SHA-256 of the same bytes.
+const ASYNC_HASH_FROM = 64 * 1024;
+
+/**
+ * {@link sealBytes} and the hex SHA-256 of the same bytes: what a stored record needs (its
+ * envelope and its `payloadHash`) from one serialization. Large inputs are hashed in WebCrypto.
+ */
+export async function sealBytesWithHash(
+  bytes: Uint8Array,
+  key: EnvelopeKey,
+  logId: string,
+): Promise<{ envelope: Envelope; payloadHash: string }> {
+  const hash =
+    bytes.length < ASYNC_HASH_FROM
+      ? Promise.resolve(sha256Hex(bytes))
+      : globalThis.crypto.subtle.digest('SHA-256', bytes as BufferSource).then((d) => toHex(new Uint8Array(d)));
+  const [envelope, payloadHash] = await Promise.all([sealBytes(bytes, key, logId), hash]);
+  return { envelope, payloadHash };
+}
+
 /**
  * {@link sealPayload} and the payload's hash from the same canonical bytes (serialized once):
  * `payloadHash` equals `payloadHashHex(payload)`.
  */
-export async function sealPayloadWithHash(
+export function sealPayloadWithHash(
   payload: unknown,
   key: EnvelopeKey,
   logId: string,
 ): Promise<{ envelope: Envelope; payloadHash: string }> {
-  const bytes = canonicalBytes(payload);
-  return { payloadHash: toHex(sha256(bytes)), envelope: await sealBytes(bytes, key, logId) };
+  return sealBytesWithHash(canonicalBytes(payload), key, logId);
 }
 
 /**

@@ -25,6 +25,7 @@ import {
   payloadHashHex,
   randomNonce,
   sealPayload,
+  sealPayloadWithHash,
   sha256,
   sha256Hex,
   toBase64,
@@ -195,6 +196,15 @@ test('envelope: seals, opens, and refuses a wrong key, a wrong log id, or any al
   // Same plaintext, fresh IV: ciphertexts differ.
   assert.notEqual((await sealPayload(payload, key, 'log_1')).ct, env.ct);
   await assert.rejects(deriveEnvelopeKey(''), isCode('invalid_key'));
+});
+
+test('sealPayloadWithHash: the hash is payloadHashHex and the envelope opens, below and above the asynchronous-hash size', async () => {
+  const key = await deriveEnvelopeKey('k');
+  for (const payload of [{ small: 'x' }, { large: 'y'.repeat(200_000), nonce: randomNonce() }]) {
+    const { envelope, payloadHash } = await sealPayloadWithHash(payload, key, 'log_h');
+    assert.equal(payloadHash, payloadHashHex(payload));
+    assert.deepEqual(await openPayload(envelope, key, 'log_h'), payload);
+  }
 });
 
 test('envelope shape is checked strictly', () => {

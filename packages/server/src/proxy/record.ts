@@ -15,7 +15,7 @@
  * bytes that are not UTF-8). In forward mode the write-ahead record has no body yet (it has not
  * arrived); the final record has it. Only the envelope and its hash reach the store.
  */
-import { canonicalize, sealBytes, sha256Hex, toHex, utf8, type EnvelopeKey } from '@countersign/core';
+import { canonicalize, sealBytesWithHash, utf8, type EnvelopeKey } from '@countersign/core';
 import type { NewLog } from '../store/index.js';
 import type { CapturedBody } from './capture.js';
 import { redactHeaders } from './headers.js';
@@ -72,10 +72,6 @@ export interface SealedPayload {
   /** Hex SHA-256 of the payload's JCS bytes (core's `payloadHashHex`, computed on the same bytes). */
   payloadHash: string;
 }
-
-// Above this size the hash runs in WebCrypto (off the event loop) instead of the synchronous
-// core digest; both are SHA-256 over the same canonical bytes (a test holds them equal).
-const ASYNC_HASH_FROM = 64 * 1024;
 
 /**
  * The RFC 8785 text of a proxy payload, with the request half's text given ready-made. A call
@@ -139,11 +135,7 @@ export async function sealProxyPayload(
  */
 export async function sealHere(payload: ProxyPayload, key: EnvelopeKey, logId: string, requestJcs?: string): Promise<SealedPayload> {
   const bytes = utf8(requestJcs === undefined ? canonicalize(payload) : canonicalProxyPayload(payload, requestJcs));
-  const hash =
-    bytes.length < ASYNC_HASH_FROM
-      ? Promise.resolve(sha256Hex(bytes))
-      : globalThis.crypto.subtle.digest('SHA-256', bytes as BufferSource).then((d) => toHex(new Uint8Array(d)));
-  const [envelope, payloadHash] = await Promise.all([sealBytes(bytes, key, logId), hash]);
+  const { envelope, payloadHash } = await sealBytesWithHash(bytes, key, logId);
   return { envelope: JSON.stringify(envelope), payloadHash };
 }
 
