@@ -7,9 +7,13 @@
  * of 10 ms or more; GC pauses by kind; and the CPU per call of each of the process's threads
  * (the event loop's and the rest: writer, checkpoints, GC helpers).
  *
+ * Slow requests' onsets are charged to the events they overlap (bench/proxy/tail-attribution.ts).
+ *
  * Run: `npm run bench -- tail` (about half a minute). Knobs: TAIL_RATE (default 1000 req/s),
  * TAIL_SECONDS (default 15), TAIL_STORE (sqlite | postgres), PROXY_BENCH_CS_FLAGS (extra Node
- * flags for the Countersign process, e.g. `--single-threaded-gc`).
+ * flags for the Countersign process, e.g. `--single-threaded-gc`), TAIL_DIRECT=1 (call the
+ * upstream directly, same harness: the load generator's and upstream's own tail), TAIL_DUMP=file
+ * (writes the samples and the events as JSON, for a closer look).
  */
 import fs from 'node:fs';
 import os from 'node:os';
@@ -17,21 +21,18 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { freshDatabase } from './fresh-database.js';
 import { CORES, COUNTERSIGN_FLAGS, pinSelf, startRole, threadCpuSeconds, type Child } from './proxy/children.js';
-import { clientFor, openLoop, pctMs, proxyDoorCall } from './proxy/load.js';
+import { clientFor, openLoop, pctMs, proxyDoorCall, type CallSpec } from './proxy/load.js';
+import { attributeOnsets, type TailEvent } from './proxy/tail-attribution.js';
 
 const RATE = Number(process.env.TAIL_RATE ?? 1000);
 const SECONDS = Number(process.env.TAIL_SECONDS ?? (process.env.BENCH_QUICK === '1' ? 3 : 15));
 const STORE = process.env.TAIL_STORE === 'postgres' ? 'postgres' : 'sqlite';
+const DIRECT = process.env.TAIL_DIRECT === '1';
 const SLOW_MS = 5;
 const BIG_EVENT_MS = 10;
 const stallLog = path.join(path.dirname(fileURLToPath(import.meta.url)), 'proxy', 'stall-log.ts');
 
-interface Event {
-  what: 'gc' | 'stall';
-  kind?: string;
-  at: number;
-  ms: number;
-}
+const round1 = (ms: number) => Math.round(ms * 10) / 10;
 
 /** Runs the study; prints and returns its figures. */
 export default async function tailBench(): Promise<Record<string, unknown>> {
@@ -47,7 +48,9 @@ export default async function tailBench(): Promise<Record<string, unknown>> {
     if (db) env.PROXY_BENCH_DATABASE_URL = db.url;
     const cs = await startRole('countersign', 'countersign', CORES.proxy, env, [...COUNTERSIGN_FLAGS, '--import', stallLog]);
     children.push(cs);
-    const spec = proxyDoorCall(cs.info.url!, cs.info.apiKey!, 'tail-key', upstream.info.url + '/json');
+    const proxied = proxyDoorCall(cs.info.url!, cs.info.apiKey!, 'tail-key', upstream.info.url + '/json');
+    const direct: CallSpec = { origin: upstream.info.url!, path: '/json', method: 'POST', headers: { 'content-type': 'application/json' } };
+    const spec = DIRECT ? { ...direct, body: JSON.stringify({ model: 'm', prompt: 'hello' }) } : proxied;
     const pool = clientFor(spec);
     await openLoop(pool, spec, RATE, 3); // JIT, pools, pages
     const pid = cs.proc.pid!;
@@ -58,13 +61,23 @@ export default async function tailBench(): Promise<Record<string, unknown>> {
     const cpu1 = threadCpuSeconds(pid);
     await pool.close();
 
-    const events: Event[] = fs
+    const events: TailEvent[] = fs
       .readFileSync(stallFile, 'utf8')
       .split('\n')
       .filter(Boolean)
-      .map((l) => JSON.parse(l) as Event)
+      .map((l) => JSON.parse(l) as TailEvent)
       .filter((e) => e.at >= from);
     const big = events.filter((e) => e.ms >= BIG_EVENT_MS);
+    if (process.env.TAIL_DUMP) fs.writeFileSync(process.env.TAIL_DUMP, JSON.stringify({ samples, events }));
+    const onsets = attributeOnsets(samples, events, SLOW_MS);
+    const checkpoints: Record<string, { count: number; p50_ms: number; max_ms: number }> = {};
+    for (const kind of new Set(events.filter((e) => e.what === 'checkpoint').map((e) => e.kind!))) {
+      const ms = events
+        .filter((e) => e.what === 'checkpoint' && e.kind === kind)
+        .map((e) => e.ms)
+        .sort((a, b) => a - b);
+      checkpoints[kind] = { count: ms.length, p50_ms: round1(ms[ms.length >> 1]!), max_ms: round1(ms[ms.length - 1]!) };
+    }
     const slow = samples.filter(([, ms]) => ms > SLOW_MS);
     // In flight during a big pause or stall: the event started before the answer came back and ended after the request was due.
     const nearBig = slow.filter(([due, ms]) => big.some((e) => e.at <= due + ms && e.at + e.ms >= due)).length;
@@ -81,7 +94,7 @@ export default async function tailBench(): Promise<Record<string, unknown>> {
     for (const [tid, s] of cpu1) if (tid !== pid) others += s - (cpu0.get(tid) ?? 0);
     const mainCpu = (cpu1.get(pid) ?? 0) - (cpu0.get(pid) ?? 0);
     const out = {
-      store: STORE,
+      store: DIRECT ? 'direct' : STORE,
       rate: RATE,
       seconds: SECONDS,
       countersign_node_flags: COUNTERSIGN_FLAGS,
@@ -96,7 +109,9 @@ export default async function tailBench(): Promise<Record<string, unknown>> {
       },
       slow_requests: slow.length,
       slow_in_flight_during_big_pause: nearBig,
+      slow_onsets: onsets,
       gc_pauses: gc,
+      checkpoints,
       event_loop_stalls: {
         count: stalls.length,
         total_ms: Math.round(stalls.reduce((a, e) => a + e.ms, 0)),
@@ -111,8 +126,14 @@ export default async function tailBench(): Promise<Record<string, unknown>> {
     const l = out.latency_ms;
     process.stdout.write(
       [
-        `Countersign ${STORE}, ${RATE} req/s for ${SECONDS} s${COUNTERSIGN_FLAGS.length ? ` (${COUNTERSIGN_FLAGS.join(' ')})` : ''}: p50 ${l.p50} / p90 ${l.p90} / p99 ${l.p99} / p99.9 ${l.p999} / max ${l.max} ms, ${run.errors} errors`,
+        `${DIRECT ? 'Direct call (no proxy)' : `Countersign ${STORE}`}, ${RATE} req/s for ${SECONDS} s${COUNTERSIGN_FLAGS.length ? ` (${COUNTERSIGN_FLAGS.join(' ')})` : ''}: p50 ${l.p50} / p90 ${l.p90} / p99 ${l.p99} / p99.9 ${l.p999} / max ${l.max} ms, ${run.errors} errors`,
         `slow (> ${SLOW_MS} ms): ${slow.length}; of them in flight during a GC pause or loop stall of ${BIG_EVENT_MS} ms or more: ${nearBig}`,
+        `slow onsets (stalls): ${onsets.onsets}; overlapping ${Object.entries(onsets.by)
+          .map(([k, n]) => `${k} ${n}`)
+          .join(', ')}; none of these ${onsets.unexplained}`,
+        `checkpoints: ${Object.entries(checkpoints)
+          .map(([k, c]) => `${k} ${c.count}× (p50 ${c.p50_ms} ms, max ${c.max_ms})`)
+          .join('; ')}`,
         `GC pauses: ${Object.entries(gc)
           .map(([k, g]) => `${k} ${g.count}× (total ${g.total_ms} ms, max ${g.max_ms})`)
           .join('; ')}`,

@@ -1,9 +1,11 @@
 /**
  * Preloaded (`--import`) into a process under the tail benchmark (bench/tail.bench.ts): writes
- * one JSON line per GC pause of at least 1 ms and per event-loop stall of at least 5 ms, with
- * its wall-clock start (epoch ms), to PROXY_BENCH_STALL_FILE, so that slow requests can be laid
- * beside what the process was doing when they were due.
+ * one JSON line per GC pause of at least 1 ms, per event-loop stall of at least 5 ms and per
+ * SQLite checkpoint (the store publishes them on a diagnostics channel), with its wall-clock
+ * start (epoch ms), to PROXY_BENCH_STALL_FILE, so that slow requests can be laid beside what the
+ * process was doing when they were due.
  */
+import { subscribe } from 'node:diagnostics_channel';
 import fs from 'node:fs';
 import { PerformanceObserver, constants } from 'node:perf_hooks';
 
@@ -28,6 +30,14 @@ if (file) {
       );
     }
   }).observe({ entryTypes: ['gc'] });
+  subscribe('countersign:sqlite-checkpoint', (m) => {
+    const e = m as { by: string; mode: string; at: number; ms: number; busy: boolean; log: number; copied: number };
+    if (!e.busy)
+      fs.appendFileSync(
+        file,
+        JSON.stringify({ what: 'checkpoint', kind: `${e.by} ${e.mode}`, at: e.at, ms: e.ms, frames: e.log, copied: e.copied }) + '\n',
+      );
+  });
   let last = performance.now();
   setInterval(() => {
     const now = performance.now();

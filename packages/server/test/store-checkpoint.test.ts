@@ -1,12 +1,17 @@
 /**
- * The SQLite WAL is checkpointed by the background worker, not inside request commits. The
+ * The SQLite WAL is checkpointed by the store's threads, not inside request commits. The
  * serving connection has automatic checkpoints off, so the database file itself only grows when
- * the worker copies the WAL back: watching its size tells the worker did it.
+ * a checkpoint copies the WAL back: watching its size tells one did it. Under writes that never
+ * pause, the background checkpointer copies and the writer's closing passes let the WAL start
+ * over (sqlite-checkpointer.ts): the checkpoint events show both.
  */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
+import { subscribe, unsubscribe } from 'node:diagnostics_channel';
 import fs from 'node:fs';
 import path from 'node:path';
+import { metrics } from '../src/metrics/registry.js';
+import type { CheckpointEvent } from '../src/store/sqlite-checkpointer.js';
 import { startApp } from './helpers/server.js';
 import { fullProject, postLog } from './foundation-helpers.js';
 
@@ -29,6 +34,44 @@ test('SQLite: the background worker checkpoints the WAL into the database file',
     }
     assert.ok(grown >= 500_000, `the database file grew by ${grown} bytes only`);
   } finally {
+    await t.close();
+  }
+});
+
+test("SQLite: under writes that never pause, background passes copy the WAL and the writer's closing passes restart it", async () => {
+  const t = await startApp({ store: 'sqlite' });
+  const events: CheckpointEvent[] = [];
+  const listen = (m: unknown) => void events.push(m as CheckpointEvent);
+  subscribe('countersign:sqlite-checkpoint', listen);
+  const counted = async (thread: string) =>
+    (await metrics.sqliteCheckpointSeconds.get()).values
+      .filter((v) => v.metricName === 'countersign_sqlite_checkpoint_seconds_count' && v.labels.thread === thread)
+      .reduce((n, v) => n + v.value, 0);
+  const backgroundBefore = await counted('background');
+  const writerBefore = await counted('writer');
+  try {
+    const p = await fullProject(t, 'wal-cycles');
+    const logs = Array.from({ length: 5 }, (_, i) => ({ payload: { i, text: 'y'.repeat(1500) } }));
+    const until = Date.now() + 2600;
+    // One writer of requests at a time, back to back: the store is never idle long enough to truncate.
+    while (Date.now() < until) {
+      const r = await postLog(t.app, p.agent, { logs }, { 'x-service-encryption-key': 'k' });
+      assert.equal(r.statusCode, 201, r.body);
+    }
+    const copied = events.filter((e) => !e.busy && e.copied > 0);
+    const background = copied.filter((e) => e.by === 'background');
+    const closing = copied.filter((e) => e.by === 'writer' && e.mode === 'PASSIVE');
+    assert.ok(background.length >= 5, `${background.length} background passes copied frames`);
+    assert.ok(closing.length >= 1, 'the writer closed at least one cycle');
+    // After a closing pass the writer's next commit starts the WAL over: a later pass sees fewer frames.
+    const close = closing[0]!;
+    const later = background.find((e) => e.at > close.at + close.ms);
+    assert.ok(later, 'a background pass ran after the closing pass');
+    assert.ok(later.log < close.log, `the WAL started over (${later.log} frames after ${close.log})`);
+    assert.ok((await counted('background')) > backgroundBefore, 'background passes are in the metric');
+    assert.ok((await counted('writer')) > writerBefore, 'closing passes are in the metric');
+  } finally {
+    unsubscribe('countersign:sqlite-checkpoint', listen);
     await t.close();
   }
 });

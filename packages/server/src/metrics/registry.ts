@@ -77,6 +77,14 @@ export const metrics = {
     buckets: LATENCY_BUCKETS,
     registers,
   }),
+  /** One SQLite checkpoint that copied frames, by thread (writer | background) and mode. */
+  sqliteCheckpointSeconds: new Histogram({
+    name: 'countersign_sqlite_checkpoint_seconds',
+    help: 'Time of one SQLite WAL checkpoint that copied frames, by thread (writer: the write path waits for it; background: it does not) and mode',
+    labelNames: ['thread', 'mode'] as const,
+    buckets: LATENCY_BUCKETS,
+    registers,
+  }),
   /** Items per group commit, by queue. */
   storeBatchSize: new Histogram({
     name: 'countersign_store_commit_batch_size',

@@ -2,16 +2,17 @@
  * The SQLite writer thread (started by sqlite-writer.ts). It owns a connection of its own and is
  * the only writer of the hot path: messages posted by the main thread while it was committing
  * are committed together (one `BEGIN IMMEDIATE … COMMIT`), and each message gets its per-row
- * results back once the transaction is in the WAL. It also keeps the WAL bounded: PASSIVE
- * checkpoints between transactions (no other hot-path writer can append meanwhile, so each
- * one catches up and the next commit restarts the WAL from its beginning; `journal_size_limit`
- * then trims the file), and TRUNCATE once idle.
+ * results back once the transaction is in the WAL. It closes the WAL's checkpoint cycles
+ * (sqlite-checkpointer.ts): a PASSIVE checkpoint between transactions at most every
+ * `closeEveryMs`, after which its next commit restarts the WAL, and TRUNCATE once idle; the bulk
+ * of the copying is the background checkpointer's.
  *
  * {@link sqliteWriterMain} runs in the worker from its source text (`Function.prototype.toString`),
  * so it must not use anything from this module's scope: only its parameters and globals.
  */
 import type BetterSqlite3 from 'better-sqlite3';
 import type { MessagePort } from 'node:worker_threads';
+import type { CheckpointEvent, runCheckpoint } from './sqlite-checkpointer.js';
 
 /** What the worker is started with. */
 export interface WriterWorkerData {
@@ -19,8 +20,8 @@ export interface WriterWorkerData {
   synchronous: 'NORMAL' | 'FULL';
   /** The store deadline, ms: the longest a transaction waits for SQLite's write lock. */
   busyTimeoutMs: number;
-  /** PASSIVE checkpoint at most this often while writing. */
-  checkpointEveryMs: number;
+  /** The writer's closing PASSIVE checkpoint, at most this often while writing. */
+  closeEveryMs: number;
   /** Idle this long → TRUNCATE checkpoint (the -wal file goes back to 0 bytes). */
   truncateIdleMs: number;
   /** `journal_size_limit`: what a restarted WAL is trimmed to, bytes. */
@@ -49,7 +50,12 @@ export interface DoneMessage {
 }
 
 /** The writer thread's body. */
-export function sqliteWriterMain(port: MessagePort, cfg: WriterWorkerData, Database: typeof BetterSqlite3): void {
+export function sqliteWriterMain(
+  port: MessagePort,
+  cfg: WriterWorkerData,
+  Database: typeof BetterSqlite3,
+  checkpointOnce: typeof runCheckpoint,
+): void {
   const db = new Database(cfg.file);
   db.pragma('journal_mode = WAL');
   db.pragma(`synchronous = ${cfg.synchronous}`);
@@ -169,13 +175,19 @@ export function sqliteWriterMain(port: MessagePort, cfg: WriterWorkerData, Datab
     return results;
   };
 
-  const checkpoint = (mode: 'PASSIVE' | 'TRUNCATE') => {
+  /** False when the checkpoint lock was taken (the background pass): the caller tries again soon. */
+  let lastEvent: CheckpointEvent | undefined;
+  const checkpoint = (mode: CheckpointEvent['mode']): boolean => {
+    let e: CheckpointEvent | undefined;
     try {
-      db.pragma(`wal_checkpoint(${mode})`);
+      e = checkpointOnce(db, mode, 'writer', lastEvent);
     } catch {
-      /* busy (a reader, or the main connection writing): next time */
+      /* an I/O error: next time */
     }
+    if (e) port.postMessage((lastEvent = e));
+    if (e?.busy) return false;
     lastCheckpoint = Date.now();
+    return true;
   };
 
   const flush = () => {
@@ -187,20 +199,21 @@ export function sqliteWriterMain(port: MessagePort, cfg: WriterWorkerData, Datab
       lastWrite = Date.now();
       truncated = false;
     }
-    if (Date.now() - lastCheckpoint >= cfg.checkpointEveryMs) checkpoint('PASSIVE');
+    if (Date.now() - lastCheckpoint >= cfg.closeEveryMs) checkpoint('PASSIVE');
     if (stopping && queue.length === 0) stop();
   };
 
   // Writes of the main connection (projects, proofs, sweeps) land in the WAL too: checkpoint on
   // a timer as well, and shrink the file once the store has been idle for a while.
-  const timer = setInterval(() => {
-    if (scheduled) return;
-    const idle = Date.now() - lastWrite;
-    if (!truncated && idle >= cfg.truncateIdleMs) {
-      checkpoint('TRUNCATE');
-      truncated = true;
-    } else if (Date.now() - lastCheckpoint >= cfg.checkpointEveryMs) checkpoint('PASSIVE');
-  }, cfg.checkpointEveryMs);
+  const timer = setInterval(
+    () => {
+      if (scheduled) return;
+      const idle = Date.now() - lastWrite;
+      if (!truncated && idle >= cfg.truncateIdleMs) truncated = checkpoint('TRUNCATE');
+      else if (Date.now() - lastCheckpoint >= cfg.closeEveryMs) checkpoint('PASSIVE');
+    },
+    Math.min(cfg.closeEveryMs, cfg.truncateIdleMs) / 4,
+  );
 
   const stop = () => {
     clearInterval(timer);

@@ -1,7 +1,8 @@
 /**
  * The SQLite backend of the log writer (log-writer.ts): a worker thread with its own
  * better-sqlite3 connection (sqlite-writer-worker.ts) commits inserts and outcomes, so neither
- * the statements nor a commit that waits on the WAL run on the event loop. The main thread posts
+ * the statements nor a commit that waits on the WAL run on the event loop; a second thread
+ * copies the WAL into the database beside it (sqlite-checkpointer.ts). The main thread posts
  * one message per turn of its event loop (rows as flat arrays of column values: cheap to
  * clone) and gets per-row results when the transaction is in the WAL. Reads stay on the main
  * connection: in WAL mode they proceed beside the writer.
@@ -9,11 +10,19 @@
  * A worker that dies (it should not) fails the batches it held with a store error (503) and is
  * started again for the next batch.
  */
-import { createRequire } from 'node:module';
-import { Worker } from 'node:worker_threads';
+import { channel } from 'node:diagnostics_channel';
+import type { Worker } from 'node:worker_threads';
+import { metrics } from '../metrics/registry.js';
 import type { LogCompletion, NewLog } from './logs.js';
 import type { WriteBackend, WriteBatch, WriteResult } from './log-writer.js';
 import { sqliteWriterMain, type BatchMessage, type DoneMessage, type WriterWorkerData } from './sqlite-writer-worker.js';
+import {
+  BackgroundCheckpointer,
+  CHECKPOINT_POLICY,
+  runCheckpoint,
+  startSqliteThread,
+  type CheckpointEvent,
+} from './sqlite-checkpointer.js';
 
 /** Columns of an insert, in the order of its flat row. */
 export const INSERT_COLUMNS = [
@@ -106,10 +115,19 @@ export function pushOutcome(out: unknown[], id: string, c: LogCompletion): void 
   );
 }
 
-/** How the writer thread checkpoints; see sqlite-writer-worker.ts. */
-const CHECKPOINT_EVERY_MS = 200;
-const TRUNCATE_IDLE_MS = 1000;
+/** What a restarted WAL is trimmed to (`journal_size_limit`). */
 const WAL_LIMIT_BYTES = 32 * 1024 * 1024;
+
+/**
+ * Every checkpoint that copied frames, published for diagnostics (`node:diagnostics_channel`;
+ * the tail benchmark lays them beside slow requests). Subscribers get a {@link CheckpointEvent}.
+ */
+export const checkpointChannel = channel('countersign:sqlite-checkpoint');
+
+function observeCheckpoint(e: CheckpointEvent): void {
+  if (!e.busy) metrics.sqliteCheckpointSeconds.labels(e.by, e.mode).observe(e.ms / 1000);
+  if (checkpointChannel.hasSubscribers) checkpointChannel.publish(e);
+}
 
 /** What {@link SqliteWriter.start} needs. */
 export interface SqliteWriterOptions {
@@ -127,13 +145,18 @@ export class SqliteWriter implements WriteBackend {
   #n = 0;
   readonly #waiting = new Map<number, { resolve: (r: WriteResult) => void; reject: (e: unknown) => void }>();
   #closed = false;
+  #checkpointer: BackgroundCheckpointer | undefined;
 
   private constructor(private readonly options: SqliteWriterOptions) {}
 
-  /** Starts the writer thread; resolves once it has opened the database. */
+  /** Starts the writer thread and the background checkpointer; resolves once both have opened the database. */
   static async start(options: SqliteWriterOptions): Promise<SqliteWriter> {
     const w = new SqliteWriter(options);
     await w.#spawn();
+    w.#checkpointer = await BackgroundCheckpointer.start(
+      { file: options.file, synchronous: options.synchronous, everyMs: CHECKPOINT_POLICY.backgroundEveryMs },
+      observeCheckpoint,
+    );
     return w;
   }
 
@@ -143,25 +166,21 @@ export class SqliteWriter implements WriteBackend {
       file: this.options.file,
       synchronous: this.options.synchronous,
       busyTimeoutMs: this.options.timeoutMs,
-      checkpointEveryMs: CHECKPOINT_EVERY_MS,
-      truncateIdleMs: TRUNCATE_IDLE_MS,
+      closeEveryMs: CHECKPOINT_POLICY.closeEveryMs,
+      truncateIdleMs: CHECKPOINT_POLICY.truncateIdleMs,
       walLimitBytes: WAL_LIMIT_BYTES,
       sql: SQL,
       widths: { insert: INSERT_COLUMNS.length, outcome: OUTCOME_COLUMNS.length + 1, refusal: 3 },
       at: { insertStatus: INSERT_COLUMNS.indexOf('status'), insertId: 0, outcomeId: 0 },
     };
-    const driver = createRequire(import.meta.url).resolve('better-sqlite3');
-    // The body is a function of this package (type-checked with it), run from its source text so
-    // the worker needs no file of its own in src/ or dist/. `__name` is what tsx's transform may
-    // wrap named functions in; it is not defined in a bare worker.
-    const source = `var __name = (f) => f;\nconst wt = require('node:worker_threads');\n(${sqliteWriterMain.toString()})(wt.parentPort, wt.workerData.cfg, require(wt.workerData.driver));`;
-    const worker = new Worker(source, { eval: true, workerData: { cfg: data, driver } });
+    const worker = startSqliteThread(sqliteWriterMain, data, [runCheckpoint]);
     this.#starting = new Promise<Worker>((resolve, reject) => {
       worker.once('message', () => resolve(worker));
       worker.once('error', reject);
     });
-    worker.on('message', (m: DoneMessage | { t: 'ready' | 'stopped' }) => {
+    worker.on('message', (m: DoneMessage | CheckpointEvent | { t: 'ready' | 'stopped' }) => {
       if (m.t === 'done') this.#done(m);
+      else if (m.t === 'checkpoint') observeCheckpoint(m);
     });
     worker.on('error', () => undefined); // reported through 'exit' below
     worker.once('exit', () => {
@@ -215,6 +234,8 @@ export class SqliteWriter implements WriteBackend {
 
   async close(): Promise<void> {
     this.#closed = true;
+    // First the background passes, so that the writer's closing TRUNCATE finds the lock free.
+    await this.#checkpointer?.close();
     const worker = this.#worker;
     if (!worker) return;
     const stopped = new Promise<void>((resolve) => {

@@ -1,0 +1,162 @@
+/**
+ * Checkpoints of the SQLite WAL, split between two threads so that the write path waits for as
+ * few of them as possible (docs/performance.md, "Checkpoints off the write path").
+ *
+ * A checkpoint copies committed pages from the `-wal` file into the database, and at every
+ * `synchronous` level above OFF it syncs the WAL before copying and the database after. Measured
+ * on the benchmark machine, a checkpoint of 200 calls' frames took 7 ms with those two syncs and
+ * 1.5 ms without: most of a checkpoint is waiting on the disk. Run by the writer thread (as every
+ * 200 ms until 2026-11-26), that wait stalled every write-ahead record queued behind it.
+ *
+ * - The **background checkpointer** (this module's worker, a connection of its own) runs a PASSIVE
+ *   checkpoint every {@link CheckpointPolicy.backgroundEveryMs}. PASSIVE never takes the write
+ *   lock, so the writer keeps committing while it copies and syncs; frames appended meanwhile
+ *   wait for the next pass.
+ * - That alone never lets the WAL start over: SQLite rewinds the WAL only when a write begins
+ *   after every frame has been copied, and under steady load some frame always arrives during a
+ *   pass. So the **writer** closes a cycle every {@link CheckpointPolicy.closeEveryMs} with a
+ *   PASSIVE checkpoint of its own between two transactions: it copies only what the background
+ *   pass left (a few pages, plus the two syncs), and its next commit restarts the WAL from the
+ *   beginning (`journal_size_limit` trims the file). Once idle it truncates the WAL to 0 bytes.
+ *
+ * The syncs are never skipped: a checkpoint without them could leave a database that a power
+ * loss corrupts, which an audit store must not risk for speed.
+ *
+ * {@link sqliteCheckpointerMain} runs in the worker from its source text, like the writer's body
+ * (sqlite-writer-worker.ts): it may use only its parameters and globals.
+ */
+import { createRequire } from 'node:module';
+import { Worker, type MessagePort } from 'node:worker_threads';
+import type BetterSqlite3 from 'better-sqlite3';
+
+/** When each thread checkpoints. */
+export interface CheckpointPolicy {
+  /** The background checkpointer's PASSIVE pass, ms apart. */
+  backgroundEveryMs: number;
+  /** The writer's closing PASSIVE pass (which lets the WAL restart), at most this often while writing. */
+  closeEveryMs: number;
+  /** Idle this long → the writer's TRUNCATE checkpoint (the -wal file goes back to 0 bytes). */
+  truncateIdleMs: number;
+}
+
+/** The policy of a running server. */
+export const CHECKPOINT_POLICY: CheckpointPolicy = { backgroundEveryMs: 100, closeEveryMs: 1000, truncateIdleMs: 1000 };
+
+/** One checkpoint that copied frames, as the threads report it (for metrics and the tail benchmark). */
+export interface CheckpointEvent {
+  t: 'checkpoint';
+  /** Which thread ran it. */
+  by: 'writer' | 'background';
+  mode: 'PASSIVE' | 'TRUNCATE';
+  /** Epoch ms when it started. */
+  at: number;
+  ms: number;
+  /** Frames in the WAL, and how many of them are now in the database. */
+  log: number;
+  copied: number;
+  /** True when another checkpoint held the lock (nothing was done). */
+  busy: boolean;
+}
+
+/**
+ * Runs one checkpoint on `db`; returns its event, or undefined when it found nothing new to copy
+ * (the same WAL as `previous`, the last event of this thread, left it).
+ */
+export function runCheckpoint(
+  db: BetterSqlite3.Database,
+  mode: CheckpointEvent['mode'],
+  by: CheckpointEvent['by'],
+  previous: CheckpointEvent | undefined,
+): CheckpointEvent | undefined {
+  const at = Date.now();
+  const started = performance.now();
+  const [r] = db.pragma(`wal_checkpoint(${mode})`) as Array<{ busy: number; log: number; checkpointed: number }>;
+  if (!r || (r.busy === 0 && (r.log <= 0 || (previous && !previous.busy && r.log === previous.log && r.checkpointed === previous.copied))))
+    return undefined;
+  return { t: 'checkpoint', by, mode, at, ms: performance.now() - started, log: r.log, copied: r.checkpointed, busy: r.busy !== 0 };
+}
+
+/** What the background checkpointer is started with. */
+export interface CheckpointerData {
+  file: string;
+  /** The store's `synchronous` level: a checkpoint syncs as the writer's commits do. */
+  synchronous: 'NORMAL' | 'FULL';
+  everyMs: number;
+}
+
+/** The background checkpointer's body. `checkpoint` is {@link runCheckpoint}, passed in as text. */
+export function sqliteCheckpointerMain(
+  port: MessagePort,
+  cfg: CheckpointerData,
+  Database: typeof BetterSqlite3,
+  checkpoint: typeof runCheckpoint,
+): void {
+  const db = new Database(cfg.file);
+  db.pragma(`synchronous = ${cfg.synchronous}`);
+  db.pragma('wal_autocheckpoint = 0');
+  let last: CheckpointEvent | undefined;
+  const timer = setInterval(() => {
+    try {
+      const e = checkpoint(db, 'PASSIVE', 'background', last);
+      if (e) port.postMessage((last = e));
+    } catch {
+      /* an I/O error here is the writer's to report; the next pass tries again */
+    }
+  }, cfg.everyMs);
+  port.on('message', (m: { t: string }) => {
+    if (m.t !== 'stop') return;
+    clearInterval(timer);
+    db.close();
+    port.postMessage({ t: 'stopped' });
+    port.close();
+  });
+  port.postMessage({ t: 'ready' });
+}
+
+/**
+ * Starts a worker running `main(parentPort, cfg, require('better-sqlite3'), ...helpers)` from
+ * source text, so that the store needs no worker file of its own in src/ or dist/. `__name` is
+ * what tsx's transform may wrap named functions in; it is not defined in a bare worker.
+ */
+export function startSqliteThread(
+  main: (...args: never[]) => void,
+  cfg: unknown,
+  helpers: Array<(...args: never[]) => unknown> = [],
+): Worker {
+  const driver = createRequire(import.meta.url).resolve('better-sqlite3');
+  const args = ['wt.parentPort', 'wt.workerData.cfg', 'require(wt.workerData.driver)', ...helpers.map((h) => `(${h.toString()})`)];
+  const source = `var __name = (f) => f;\nconst wt = require('node:worker_threads');\n(${main.toString()})(${args.join(', ')});`;
+  return new Worker(source, { eval: true, workerData: { cfg, driver } });
+}
+
+/** The background checkpointer thread, seen from the main thread. */
+export class BackgroundCheckpointer {
+  private constructor(private readonly worker: Worker) {}
+
+  /** Starts it; resolves once its connection is open. Events of every pass go to `onCheckpoint`. */
+  static async start(data: CheckpointerData, onCheckpoint: (e: CheckpointEvent) => void): Promise<BackgroundCheckpointer> {
+    const worker = startSqliteThread(sqliteCheckpointerMain, data, [runCheckpoint]);
+    await new Promise<void>((resolve, reject) => {
+      worker.once('message', () => resolve());
+      worker.once('error', reject);
+    });
+    worker.on('message', (m: CheckpointEvent | { t: string }) => {
+      if (m.t === 'checkpoint') onCheckpoint(m as CheckpointEvent);
+    });
+    // A checkpointer that died costs only WAL growth until the writer's closing passes catch up.
+    worker.on('error', () => undefined);
+    worker.unref();
+    return new BackgroundCheckpointer(worker);
+  }
+
+  /** Stops the passes and closes its connection. */
+  async close(): Promise<void> {
+    const stopped = new Promise<void>((resolve) => {
+      this.worker.on('message', (m: { t: string }) => m.t === 'stopped' && resolve());
+      this.worker.once('exit', () => resolve());
+    });
+    this.worker.postMessage({ t: 'stop' });
+    await Promise.race([stopped, new Promise((r) => setTimeout(r, 5000).unref())]);
+    await this.worker.terminate();
+  }
+}
