@@ -41,3 +41,15 @@ for (const store of STORES) {
     }
   });
 }
+
+test('token buckets: at 100,000 callers, refilled buckets make room and a caller out of tokens stays limited', () => {
+  const b = new TokenBuckets(0.1, 4); // one token back every 10 s
+  for (let i = 0; i < 4; i++) b.take('first', 0);
+  assert.equal(b.take('first', 0).allowed, false);
+  for (let i = 1; i < 100_000; i++) b.take(`c${i}`, 1000); // the others spend one token of four
+  assert.equal(b.take('first', 1100).allowed, false, 'still limited');
+  // 10 s later every other bucket is full again: a new caller makes room by dropping those, not 'first'.
+  assert.equal(b.take('newcomer', 11_100).allowed, true);
+  assert.equal(b.take('first', 11_100).allowed, true, 'one token back, counted from its own history');
+  assert.equal(b.take('first', 11_100).allowed, false, 'its bucket was kept: no fresh burst of 4');
+});

@@ -38,6 +38,9 @@ export interface AdmissionTicket {
   release(): void;
 }
 
+/** Keys whose usage is kept while idle (see `#remember`). */
+const MAX_KEYS = 10_000;
+
 /** Why a call was not admitted: the key's share or the whole process is in use. */
 export type AdmissionRefusal = { refused: 'key' | 'process'; what: 'bytes' | 'calls'; limit: number };
 
@@ -89,7 +92,7 @@ export class AdmissionBudget {
     if (over) return over;
     mine.calls += 1;
     this.#total.calls += 1;
-    this.#perKey.set(key, mine);
+    if (!this.#perKey.has(key)) this.#remember(key, mine);
     this.#add(mine, bytes);
     let reserved = bytes;
     let released = false;
@@ -111,7 +114,6 @@ export class AdmissionBudget {
         this.#add(mine, -reserved);
         mine.calls -= 1;
         this.#total.calls -= 1;
-        if (mine.calls === 0) this.#perKey.delete(key);
       },
     };
   }
@@ -124,6 +126,16 @@ export class AdmissionBudget {
     if (exceeds(this.#total.bytes, more, l.maxInflightBytes, this.#total.calls - self))
       return { refused: 'process', what: 'bytes', limit: l.maxInflightBytes };
     return undefined;
+  }
+
+  /**
+   * Keeps a key's usage between its calls rather than deleting it when its last call ends: a Map
+   * churned per call keeps dead entries reachable to the scavenger (see slot-set.ts). Idle keys
+   * are dropped once there are {@link MAX_KEYS} of them.
+   */
+  #remember(key: string, usage: Usage): void {
+    if (this.#perKey.size >= MAX_KEYS) for (const [k, u] of this.#perKey) if (u.calls === 0 && u.bytes === 0) this.#perKey.delete(k);
+    this.#perKey.set(key, usage);
   }
 
   #add(mine: Usage, bytes: number): void {

@@ -132,7 +132,7 @@ export async function runExchange(
   const key = await keyPromise;
   const sealedPending = await pendingSealed;
   try {
-    const inserted = await ctx.store.logs.insert({ ...newProxyLog(fields, sealedPending, 'pending'), instanceId: ctx.store.instance.id });
+    const inserted = await ctx.store.logs.insert(newProxyLog(fields, sealedPending, 'pending', { instanceId: ctx.store.instance.id }));
     if (!inserted) throw new Error('log id collision');
   } catch (err) {
     request.log.error({ err: errorSummary(err), logId: fields.id }, 'write-ahead record refused; call not forwarded');
@@ -320,7 +320,7 @@ async function recordRefusal(
       fields.id,
       requestJcs,
     );
-    await app.ctx.store.logs.insert({ ...newProxyLog(fields, sealed, 'failed'), endedAt: app.ctx.now() });
+    await app.ctx.store.logs.insert(newProxyLog(fields, sealed, 'failed', { endedAt: app.ctx.now() }));
     await afterInsert(app, fields, call);
   } catch (err) {
     app.ctx.log.error({ err: errorSummary(err), logId: fields.id }, 'could not record a refused proxy call');

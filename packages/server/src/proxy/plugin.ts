@@ -14,13 +14,14 @@ import { errorSummary } from './pipeline.js';
 import { registerProxyRoute } from './proxy-route.js';
 import { registerForwardRoutes } from './forward-route.js';
 import { UpstreamTable } from './upstreams.js';
+import { SlotSet } from '../slot-set.js';
 
 /** The proxy's moving parts, decorated on the app as `app.proxy` (tests swap the resolver). */
 export interface ProxyRuntime {
   guard: TargetGuard;
   agent: Agent;
-  /** Exchanges in flight (aborted when the server closes). */
-  active: Set<Exchange>;
+  /** Exchanges in flight (aborted when the server closes); a SlotSet, not a Set: see slot-set.ts. */
+  active: SlotSet<Exchange>;
   /** Outcomes whose commit failed in a store outage, written again until the store takes them. */
   owed: OwedOutcomes;
 }
@@ -44,7 +45,7 @@ async function proxyPlugin(app: FastifyInstance): Promise<void> {
   const { ctx } = app;
   const guard = new TargetGuard({ allowTargets: ctx.config.allowTargets });
   const agent = createUpstreamAgent(guard, ctx.config.proxyTimeouts);
-  const runtime: ProxyRuntime = { guard, agent, active: new Set(), owed: new OwedOutcomes(ctx.store.proxyOutcomes) };
+  const runtime: ProxyRuntime = { guard, agent, active: new SlotSet(), owed: new OwedOutcomes(ctx.store.proxyOutcomes) };
   app.decorate('proxy', runtime);
 
   // A record still pending whose instance is gone belongs to an exchange that died with it:

@@ -244,7 +244,17 @@ export class Exchange implements Dispatcher.DispatchHandler {
   #settle(outcome: ExchangeOutcome, error?: Error): void {
     if (this.#settled) return;
     this.#settled = true;
-    const r: ExchangeResult = { ...this.#result, outcome, capture: this.capture };
+    // Member by member, not spread: see newProxyLog in record.ts.
+    const x = this.#result;
+    const r: ExchangeResult = {
+      outcome,
+      headersSent: x.headersSent,
+      status: x.status,
+      upstreamHeaders: x.upstreamHeaders,
+      capture: this.capture,
+      firstByteMs: x.firstByteMs,
+      firstChunkMs: x.firstChunkMs,
+    };
     if (error && !(error instanceof ExchangeAborted)) {
       const code = (error as { code?: string }).code;
       r.error = `${error.name}${code ? ' ' + code : ''}: ${error.message}`.slice(0, 300);

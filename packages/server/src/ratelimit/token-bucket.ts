@@ -12,9 +12,15 @@ export interface RateVerdict {
 
 const MAX_BUCKETS = 100_000;
 
-/** A set of token buckets, one per caller id. */
+/**
+ * A set of token buckets, one per caller id. A bucket is updated in place (no delete and
+ * re-insert per request: a Map churned per request keeps dead entries reachable to the
+ * scavenger, see slot-set.ts). Past {@link MAX_BUCKETS}, buckets that have refilled are
+ * dropped (a full bucket is the same as none), else the oldest.
+ */
 export class TokenBuckets {
   readonly #buckets = new Map<string, { tokens: number; at: number }>();
+  #sweptAt = -Infinity;
 
   constructor(
     private readonly rate: number,
@@ -25,18 +31,33 @@ export class TokenBuckets {
   take(id: string, nowMs: number): RateVerdict {
     let b = this.#buckets.get(id);
     if (b) {
-      this.#buckets.delete(id); // re-insert below: Map order is then least recently used first
-      b.tokens = Math.min(this.burst, b.tokens + ((nowMs - b.at) / 1000) * this.rate);
+      b.tokens = this.#refilled(b, nowMs);
       b.at = nowMs;
     } else {
+      if (this.#buckets.size >= MAX_BUCKETS) this.#prune(nowMs);
       b = { tokens: this.burst, at: nowMs };
-      if (this.#buckets.size >= MAX_BUCKETS) this.#buckets.delete(this.#buckets.keys().next().value as string);
+      this.#buckets.set(id, b);
     }
-    this.#buckets.set(id, b);
     if (b.tokens >= 1) {
       b.tokens -= 1;
       return { allowed: true, retryAfterSeconds: 0 };
     }
     return { allowed: false, retryAfterSeconds: Math.max(1, Math.ceil((1 - b.tokens) / this.rate)) };
+  }
+
+  #refilled(b: { tokens: number; at: number }, nowMs: number): number {
+    return Math.min(this.burst, b.tokens + ((nowMs - b.at) / 1000) * this.rate);
+  }
+
+  /**
+   * Drops every bucket that has refilled (at most one sweep a second: under a flood of new ids a
+   * sweep per request would cost 100,000 steps each); if none has, the oldest one.
+   */
+  #prune(nowMs: number): void {
+    if (nowMs - this.#sweptAt >= 1000) {
+      this.#sweptAt = nowMs;
+      for (const [id, b] of this.#buckets) if (this.#refilled(b, nowMs) >= this.burst) this.#buckets.delete(id);
+    }
+    if (this.#buckets.size >= MAX_BUCKETS) this.#buckets.delete(this.#buckets.keys().next().value as string);
   }
 }

@@ -18,6 +18,7 @@
  * never left pending by a call that got 503 (docs/proxy.md, "Store deadline").
  */
 import { metrics, queueDepth } from '../metrics/registry.js';
+import { SlotSet } from '../slot-set.js';
 import type { LogCompletion, NewLog } from './logs.js';
 
 /** A write-ahead record a caller was refused for: made `failed` if it is (or becomes) stored as pending. */
@@ -97,7 +98,7 @@ export class LogWriter {
   /** Parts waiting for the backend (when `maxInflight` calls are under way), oldest first. */
   #queued: Part[] = [];
   /** Handed to the backend, not settled, oldest first. */
-  #inflight = new Set<Part[]>();
+  #inflight = new SlotSet<Part[]>();
   #refusals = new Map<string, Refusal>();
   #sweeper: NodeJS.Timeout | undefined;
   #retry: NodeJS.Timeout | undefined;

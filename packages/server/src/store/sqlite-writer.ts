@@ -143,7 +143,11 @@ export class SqliteWriter implements WriteBackend {
   #worker: Worker | undefined;
   #starting: Promise<Worker> | undefined;
   #n = 0;
-  readonly #waiting = new Map<number, { resolve: (r: WriteResult) => void; reject: (e: unknown) => void }>();
+  /**
+   * Batches handed to the thread, oldest first (an array, not a Map: a Map churned per batch keeps
+   * its dead entries reachable to the scavenger; see slot-set.ts). Answers come nearly in order.
+   */
+  readonly #waiting: Array<{ n: number; resolve: (r: WriteResult) => void; reject: (e: unknown) => void }> = [];
   #closed = false;
   #checkpointer: BackgroundCheckpointer | undefined;
 
@@ -187,8 +191,7 @@ export class SqliteWriter implements WriteBackend {
       if (this.#worker === worker) this.#worker = undefined;
       this.#starting = undefined;
       const lost = Object.assign(new Error('the SQLite writer thread stopped'), { code: 'SQLITE_IOERR_WRITER' });
-      for (const w of this.#waiting.values()) w.reject(lost);
-      this.#waiting.clear();
+      for (const w of this.#waiting.splice(0)) w.reject(lost);
     });
     return this.#starting.then((w) => {
       this.#worker = w;
@@ -198,9 +201,10 @@ export class SqliteWriter implements WriteBackend {
 
   #done(m: DoneMessage): void {
     for (const r of m.r) {
-      const w = this.#waiting.get(r.n);
-      if (!w) continue;
-      this.#waiting.delete(r.n);
+      const at = this.#waiting.findIndex((w) => w.n === r.n);
+      if (at < 0) continue;
+      const w = this.#waiting[at]!;
+      this.#waiting.splice(at, 1);
       if (r.e) w.reject(Object.assign(new Error(r.e.message), r.e.code ? { code: r.e.code } : {}));
       else w.resolve({ inserted: r.i!, completed: r.o! });
     }
@@ -216,20 +220,25 @@ export class SqliteWriter implements WriteBackend {
     const n = ++this.#n;
     const message: BatchMessage = { t: 'batch', n, deadline, ins, outs, refs };
     return new Promise<WriteResult>((resolve, reject) => {
-      this.#waiting.set(n, { resolve, reject });
+      this.#waiting.push({ n, resolve, reject });
       if (this.#worker) this.#worker.postMessage(message);
       else if (this.#closed) {
-        this.#waiting.delete(n);
+        this.#forget(n);
         reject(Object.assign(new Error('the store is closed'), { code: 'SQLITE_MISUSE' }));
       } else
         this.#spawn().then(
           (w) => w.postMessage(message),
           (e: unknown) => {
-            this.#waiting.delete(n);
+            this.#forget(n);
             reject(e);
           },
         );
     });
+  }
+
+  #forget(n: number): void {
+    const at = this.#waiting.findIndex((w) => w.n === n);
+    if (at >= 0) this.#waiting.splice(at, 1);
   }
 
   async close(): Promise<void> {
