@@ -324,3 +324,25 @@ test('sha256: native and portable digests agree at every size around the switch-
     assert.equal(toHex(sha256(data)), Buffer.from(await crypto.subtle.digest('SHA-256', data)).toString('hex'));
   }
 });
+
+test('canonicalize orders keys by UTF-16 code units for any key set (the in-place sort agrees with Array.prototype.sort)', () => {
+  const alphabet = ['a', 'B', '0', '9', '10', '2', 'é', 'ǅ', '\u{1F600}', '\uFB33', '_', ' ', '\u0000', 'aa', 'a\u0000'];
+  let seed = 7;
+  const next = () => (seed = (seed * 1103515245 + 12345) % 2 ** 31);
+  for (let round = 0; round < 300; round++) {
+    const obj: Record<string, number> = {};
+    const size = round % 40; // also past the insertion sort's 32-key limit
+    for (let i = 0; i < size; i++) {
+      const key = Array.from({ length: 1 + (next() % 3) }, () => alphabet[next() % alphabet.length]).join('');
+      obj[key] = i;
+    }
+    const expected =
+      '{' +
+      Object.keys(obj)
+        .sort()
+        .map((k) => JSON.stringify(k) + ':' + obj[k])
+        .join(',') +
+      '}';
+    assert.equal(canonicalize(obj), expected, `round ${round}`);
+  }
+});
