@@ -19,7 +19,7 @@ const NATIVE_FROM_BYTES = 64;
 export function sha256(data: Uint8Array | string): Uint8Array {
   const bytes = typeof data === 'string' ? utf8(data) : data;
   if (nodeCrypto && bytes.length >= NATIVE_FROM_BYTES) {
-    const d = nodeCrypto.createHash('sha256').update(bytes).digest();
+    const d = nodeCrypto.hash ? nodeCrypto.hash('sha256', bytes, 'buffer') : nodeCrypto.createHash('sha256').update(bytes).digest();
     return new Uint8Array(d.buffer, d.byteOffset, d.byteLength);
   }
   return nobleSha256(bytes);
@@ -28,6 +28,7 @@ export function sha256(data: Uint8Array | string): Uint8Array {
 /** Lower-case hex SHA-256 digest of `data`. */
 export function sha256Hex(data: Uint8Array | string): string {
   const bytes = typeof data === 'string' ? utf8(data) : data;
-  if (nodeCrypto && bytes.length >= NATIVE_FROM_BYTES) return nodeCrypto.createHash('sha256').update(bytes).digest('hex');
+  if (nodeCrypto && bytes.length >= NATIVE_FROM_BYTES)
+    return nodeCrypto.hash ? nodeCrypto.hash('sha256', bytes, 'hex') : nodeCrypto.createHash('sha256').update(bytes).digest('hex');
   return toHex(nobleSha256(bytes));
 }

@@ -116,6 +116,22 @@ test('the capture keeps at most its limit, but counts and hashes every byte', ()
   assert.equal(body.bodyText, '0123456789');
 });
 
+test('the hash covers every byte however the chunks meet the limit (whole, exactly at it, past it)', () => {
+  const all = Buffer.from('x'.repeat(100) + '0123456789abcdefghij'.repeat(10));
+  const want = createHash('sha256').update(all).digest('hex');
+  for (const limit of [all.length, all.length + 1, 100, 120, 50, 1]) {
+    for (const size of [1, 7, 20, 100, all.length]) {
+      const cap = new BodyCapture(limit);
+      for (let at = 0; at < all.length; at += size) cap.add(all.subarray(at, at + size));
+      const body = cap.finish('text/plain', undefined);
+      assert.equal(body.sha256, want, `limit ${limit}, chunks of ${size}`);
+      assert.equal(body.bytes, all.length);
+      assert.equal(body.truncated, all.length > limit);
+      assert.equal(body.bodyText, all.subarray(0, limit).toString());
+    }
+  }
+});
+
 test('a multi-byte character cut by the limit does not turn the capture into base64', () => {
   const cap = new BodyCapture(5);
   cap.add(Buffer.from('abcd✓✓', 'utf8')); // ✓ is 3 bytes: the limit falls inside the first one

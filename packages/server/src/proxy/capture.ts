@@ -4,7 +4,7 @@
  * incremental SHA-256, so a record of a truncated answer still pins down exactly what was sent.
  */
 import { createHash, type Hash } from 'node:crypto';
-import { inspectJson, jsonContainerBudget, MAX_JSON_DEPTH } from '@countersign/core';
+import { inspectJson, jsonContainerBudget, MAX_JSON_DEPTH, sha256Hex } from '@countersign/core';
 
 /** Spec 8: at most this many response bytes are held for the log. */
 export const CAPTURE_LIMIT_BYTES = 2 * 1024 * 1024;
@@ -43,7 +43,12 @@ export interface CapturedBody {
  * mode). Call {@link add} per chunk, then {@link finish} once.
  */
 export class BodyCapture {
-  readonly #hash: Hash = createHash('sha256');
+  /**
+   * The incremental hash, started only once the capture is about to drop bytes: a body held
+   * whole is hashed in one shot at the end (no Hash object per call: one native handle less for
+   * every scavenge to process).
+   */
+  #hash: Hash | undefined;
   readonly #chunks: Buffer[] = [];
   #held = 0;
   #bytes = 0;
@@ -59,20 +64,24 @@ export class BodyCapture {
   /** Feeds one chunk (the same Buffer that goes to the caller; only a slice is retained). */
   add(chunk: Buffer): void {
     this.#bytes += chunk.length;
-    this.#hash.update(chunk);
-    if (this.#held >= this.limit) {
-      this.#truncated = true;
+    if (this.#hash) this.#hash.update(chunk);
+    const room = this.limit - this.#held;
+    if (chunk.length <= room) {
+      this.#chunks.push(chunk);
+      this.#held += chunk.length;
       return;
     }
-    const room = this.limit - this.#held;
-    if (chunk.length > room) {
-      this.#truncated = true;
+    // From here the record keeps only a prefix: hash everything so far, then every byte on.
+    if (!this.#hash) {
+      this.#hash = createHash('sha256');
+      for (const held of this.#chunks) this.#hash.update(held);
+      this.#hash.update(chunk);
+    }
+    this.#truncated = true;
+    if (room > 0) {
       // Copy, so the retained slice does not pin a larger pooled buffer.
       this.#chunks.push(Buffer.from(chunk.subarray(0, room)));
       this.#held += room;
-    } else {
-      this.#chunks.push(chunk);
-      this.#held += chunk.length;
     }
   }
 
@@ -80,7 +89,8 @@ export class BodyCapture {
   finish(contentType: string | undefined, contentEncoding: string | undefined): CapturedBody {
     const raw = this.#chunks.length === 1 ? this.#chunks[0]! : Buffer.concat(this.#chunks, this.#held);
     this.#chunks.length = 0;
-    const out: CapturedBody = { bytes: this.#bytes, sha256: this.#hash.digest('hex'), truncated: this.#truncated };
+    const sha256 = this.#hash ? this.#hash.digest('hex') : sha256Hex(raw);
+    const out: CapturedBody = { bytes: this.#bytes, sha256, truncated: this.#truncated };
     if (this.#bytes === 0) return out;
     const encoded = contentEncoding !== undefined && contentEncoding !== '' && contentEncoding.toLowerCase() !== 'identity';
     const text = encoded ? undefined : decodeUtf8(raw, this.#truncated);
