@@ -8,6 +8,7 @@
 import { subscribe } from 'node:diagnostics_channel';
 import fs from 'node:fs';
 import { PerformanceObserver, constants } from 'node:perf_hooks';
+import { CHECKPOINT_CHANNEL, type CheckpointEvent } from '../../packages/server/src/store/sqlite-checkpointer.js';
 
 const file = process.env.PROXY_BENCH_STALL_FILE;
 const TICK_MS = 5;
@@ -30,8 +31,8 @@ if (file) {
       );
     }
   }).observe({ entryTypes: ['gc'] });
-  subscribe('countersign:sqlite-checkpoint', (m) => {
-    const e = m as { by: string; mode: string; at: number; ms: number; busy: boolean; log: number; copied: number };
+  subscribe(CHECKPOINT_CHANNEL, (m) => {
+    const e = m as CheckpointEvent;
     if (!e.busy)
       fs.appendFileSync(
         file,

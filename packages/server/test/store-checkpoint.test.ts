@@ -11,7 +11,7 @@ import { subscribe, unsubscribe } from 'node:diagnostics_channel';
 import fs from 'node:fs';
 import path from 'node:path';
 import { metrics } from '../src/metrics/registry.js';
-import type { CheckpointEvent } from '../src/store/sqlite-checkpointer.js';
+import { CHECKPOINT_CHANNEL, type CheckpointEvent } from '../src/store/sqlite-checkpointer.js';
 import { startApp } from './helpers/server.js';
 import { fullProject, postLog } from './foundation-helpers.js';
 
@@ -42,7 +42,7 @@ test("SQLite: under writes that never pause, background passes copy the WAL and 
   const t = await startApp({ store: 'sqlite' });
   const events: CheckpointEvent[] = [];
   const listen = (m: unknown) => void events.push(m as CheckpointEvent);
-  subscribe('countersign:sqlite-checkpoint', listen);
+  subscribe(CHECKPOINT_CHANNEL, listen);
   const counted = async (thread: string) =>
     (await metrics.sqliteCheckpointSeconds.get()).values
       .filter((v) => v.metricName === 'countersign_sqlite_checkpoint_seconds_count' && v.labels.thread === thread)
@@ -71,7 +71,7 @@ test("SQLite: under writes that never pause, background passes copy the WAL and 
     assert.ok((await counted('background')) > backgroundBefore, 'background passes are in the metric');
     assert.ok((await counted('writer')) > writerBefore, 'closing passes are in the metric');
   } finally {
-    unsubscribe('countersign:sqlite-checkpoint', listen);
+    unsubscribe(CHECKPOINT_CHANNEL, listen);
     await t.close();
   }
 });

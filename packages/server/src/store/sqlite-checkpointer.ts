@@ -47,6 +47,12 @@ export interface CheckpointPolicy {
  */
 export const CHECKPOINT_POLICY: CheckpointPolicy = { backgroundEveryMs: 100, closeEveryMs: 500, truncateIdleMs: 1000 };
 
+/**
+ * The `node:diagnostics_channel` name on which every checkpoint that copied frames is published
+ * as a {@link CheckpointEvent} (the tail benchmark lays them beside slow requests).
+ */
+export const CHECKPOINT_CHANNEL = 'countersign:sqlite-checkpoint';
+
 /** One checkpoint that copied frames, as the threads report it (for metrics and the tail benchmark). */
 export interface CheckpointEvent {
   t: 'checkpoint';
@@ -76,9 +82,11 @@ export function runCheckpoint(
   const at = Date.now();
   const started = performance.now();
   const [r] = db.pragma(`wal_checkpoint(${mode})`) as Array<{ busy: number; log: number; checkpointed: number }>;
-  if (!r || (r.busy === 0 && (r.log <= 0 || (previous && !previous.busy && r.log === previous.log && r.checkpointed === previous.copied))))
-    return undefined;
-  return { t: 'checkpoint', by, mode, at, ms: performance.now() - started, log: r.log, copied: r.checkpointed, busy: r.busy !== 0 };
+  if (!r) return undefined;
+  const busy = r.busy !== 0;
+  const unchanged = previous !== undefined && !previous.busy && r.log === previous.log && r.checkpointed === previous.copied;
+  if (!busy && (r.log <= 0 || unchanged)) return undefined;
+  return { t: 'checkpoint', by, mode, at, ms: performance.now() - started, log: r.log, copied: r.checkpointed, busy };
 }
 
 /** What the background checkpointer is started with. */
@@ -134,6 +142,20 @@ export function startSqliteThread(
   return new Worker(source, { eval: true, workerData: { cfg, driver } });
 }
 
+/**
+ * Asks a thread started by {@link startSqliteThread} to finish (`{ t: 'stop' }`, answered with
+ * `{ t: 'stopped' }` once its connection is closed), waits at most 5 s, then ends it.
+ */
+export async function stopSqliteThread(worker: Worker): Promise<void> {
+  const stopped = new Promise<void>((resolve) => {
+    worker.on('message', (m: { t: string }) => m.t === 'stopped' && resolve());
+    worker.once('exit', () => resolve());
+  });
+  worker.postMessage({ t: 'stop' });
+  await Promise.race([stopped, new Promise((r) => setTimeout(r, 5000).unref())]);
+  await worker.terminate();
+}
+
 /** The background checkpointer thread, seen from the main thread. */
 export class BackgroundCheckpointer {
   private constructor(private readonly worker: Worker) {}
@@ -155,13 +177,7 @@ export class BackgroundCheckpointer {
   }
 
   /** Stops the passes and closes its connection. */
-  async close(): Promise<void> {
-    const stopped = new Promise<void>((resolve) => {
-      this.worker.on('message', (m: { t: string }) => m.t === 'stopped' && resolve());
-      this.worker.once('exit', () => resolve());
-    });
-    this.worker.postMessage({ t: 'stop' });
-    await Promise.race([stopped, new Promise((r) => setTimeout(r, 5000).unref())]);
-    await this.worker.terminate();
+  close(): Promise<void> {
+    return stopSqliteThread(this.worker);
   }
 }

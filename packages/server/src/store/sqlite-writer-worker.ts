@@ -175,8 +175,8 @@ export function sqliteWriterMain(
     return results;
   };
 
-  /** False when the checkpoint lock was taken (the background pass): the caller tries again soon. */
   let lastEvent: CheckpointEvent | undefined;
+  /** False when the checkpoint lock was taken (the background pass): the caller tries again soon. */
   const checkpoint = (mode: CheckpointEvent['mode']): boolean => {
     let e: CheckpointEvent | undefined;
     try {

@@ -18,9 +18,11 @@ import type { WriteBackend, WriteBatch, WriteResult } from './log-writer.js';
 import { sqliteWriterMain, type BatchMessage, type DoneMessage, type WriterWorkerData } from './sqlite-writer-worker.js';
 import {
   BackgroundCheckpointer,
+  CHECKPOINT_CHANNEL,
   CHECKPOINT_POLICY,
   runCheckpoint,
   startSqliteThread,
+  stopSqliteThread,
   type CheckpointEvent,
 } from './sqlite-checkpointer.js';
 
@@ -118,11 +120,7 @@ export function pushOutcome(out: unknown[], id: string, c: LogCompletion): void 
 /** What a restarted WAL is trimmed to (`journal_size_limit`). */
 const WAL_LIMIT_BYTES = 32 * 1024 * 1024;
 
-/**
- * Every checkpoint that copied frames, published for diagnostics (`node:diagnostics_channel`;
- * the tail benchmark lays them beside slow requests). Subscribers get a {@link CheckpointEvent}.
- */
-export const checkpointChannel = channel('countersign:sqlite-checkpoint');
+const checkpointChannel = channel(CHECKPOINT_CHANNEL);
 
 function observeCheckpoint(e: CheckpointEvent): void {
   if (!e.busy) metrics.sqliteCheckpointSeconds.labels(e.by, e.mode).observe(e.ms / 1000);
@@ -137,6 +135,13 @@ export interface SqliteWriterOptions {
   timeoutMs: number;
 }
 
+/** A batch handed to the writer thread, waiting for its answer. */
+interface BatchWaiter {
+  n: number;
+  resolve: (r: WriteResult) => void;
+  reject: (e: unknown) => void;
+}
+
 /** Worker-thread backend for SQLite. */
 export class SqliteWriter implements WriteBackend {
   readonly maxInflight = Infinity;
@@ -147,7 +152,7 @@ export class SqliteWriter implements WriteBackend {
    * Batches handed to the thread, oldest first (an array, not a Map: a Map churned per batch keeps
    * its dead entries reachable to the scavenger; see slot-set.ts). Answers come nearly in order.
    */
-  readonly #waiting: Array<{ n: number; resolve: (r: WriteResult) => void; reject: (e: unknown) => void }> = [];
+  readonly #waiting: BatchWaiter[] = [];
   #closed = false;
   #checkpointer: BackgroundCheckpointer | undefined;
 
@@ -201,10 +206,8 @@ export class SqliteWriter implements WriteBackend {
 
   #done(m: DoneMessage): void {
     for (const r of m.r) {
-      const at = this.#waiting.findIndex((w) => w.n === r.n);
-      if (at < 0) continue;
-      const w = this.#waiting[at]!;
-      this.#waiting.splice(at, 1);
+      const w = this.#take(r.n);
+      if (!w) continue;
       if (r.e) w.reject(Object.assign(new Error(r.e.message), r.e.code ? { code: r.e.code } : {}));
       else w.resolve({ inserted: r.i!, completed: r.o! });
     }
@@ -223,36 +226,29 @@ export class SqliteWriter implements WriteBackend {
       this.#waiting.push({ n, resolve, reject });
       if (this.#worker) this.#worker.postMessage(message);
       else if (this.#closed) {
-        this.#forget(n);
+        this.#take(n);
         reject(Object.assign(new Error('the store is closed'), { code: 'SQLITE_MISUSE' }));
       } else
         this.#spawn().then(
           (w) => w.postMessage(message),
           (e: unknown) => {
-            this.#forget(n);
+            this.#take(n);
             reject(e);
           },
         );
     });
   }
 
-  #forget(n: number): void {
+  /** Removes and returns the waiter of batch `n`. */
+  #take(n: number): BatchWaiter | undefined {
     const at = this.#waiting.findIndex((w) => w.n === n);
-    if (at >= 0) this.#waiting.splice(at, 1);
+    return at < 0 ? undefined : this.#waiting.splice(at, 1)[0];
   }
 
   async close(): Promise<void> {
     this.#closed = true;
     // First the background passes, so that the writer's closing TRUNCATE finds the lock free.
     await this.#checkpointer?.close();
-    const worker = this.#worker;
-    if (!worker) return;
-    const stopped = new Promise<void>((resolve) => {
-      worker.on('message', (m: { t: string }) => m.t === 'stopped' && resolve());
-      worker.once('exit', () => resolve());
-    });
-    worker.postMessage({ t: 'stop' });
-    await Promise.race([stopped, new Promise((r) => setTimeout(r, 5000).unref())]);
-    await worker.terminate();
+    if (this.#worker) await stopSqliteThread(this.#worker);
   }
 }
