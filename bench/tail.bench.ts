@@ -12,7 +12,8 @@
  * Run: `npm run bench -- tail` (about half a minute). Knobs: TAIL_RATE (default 1000 req/s),
  * TAIL_SECONDS (default 15), TAIL_STORE (sqlite | postgres), PROXY_BENCH_CS_FLAGS (extra Node
  * flags for the Countersign process, e.g. `--single-threaded-gc`), TAIL_DIRECT=1 (call the
- * upstream directly, same harness: the load generator's and upstream's own tail), TAIL_DUMP=file
+ * upstream directly, same harness: the load generator's and upstream's own tail), TAIL_TARGET=floor
+ * (the bare Node.js proxy in Countersign's place: the floor's CPU per call at this rate), TAIL_DUMP=file
  * (writes the samples and the events as JSON, for a closer look).
  */
 import fs from 'node:fs';
@@ -28,6 +29,9 @@ const RATE = Number(process.env.TAIL_RATE ?? 1000);
 const SECONDS = Number(process.env.TAIL_SECONDS ?? (process.env.BENCH_QUICK === '1' ? 3 : 15));
 const STORE = process.env.TAIL_STORE === 'postgres' ? 'postgres' : 'sqlite';
 const DIRECT = process.env.TAIL_DIRECT === '1';
+// TAIL_TARGET=floor: the Node floor (bench/proxy/node-floor.ts) in Countersign's place, same core,
+// same harness: what a bare Node.js proxy costs per call at this rate.
+const FLOOR = process.env.TAIL_TARGET === 'floor';
 const SLOW_MS = 5;
 const BIG_EVENT_MS = 10;
 const stallLog = path.join(path.dirname(fileURLToPath(import.meta.url)), 'proxy', 'stall-log.ts');
@@ -46,11 +50,22 @@ export default async function tailBench(): Promise<Record<string, unknown>> {
     children.push(upstream);
     const env: Record<string, string> = { PROXY_BENCH_UPSTREAM: upstream.info.url!, PROXY_BENCH_STALL_FILE: stallFile };
     if (db) env.PROXY_BENCH_DATABASE_URL = db.url;
-    const cs = await startRole('countersign', 'countersign', CORES.proxy, env, [...COUNTERSIGN_FLAGS, '--import', stallLog]);
+    const cs = FLOOR
+      ? await startRole('floor', 'floor', CORES.proxy, env, ['--import', stallLog])
+      : await startRole('countersign', 'countersign', CORES.proxy, env, [...COUNTERSIGN_FLAGS, '--import', stallLog]);
     children.push(cs);
-    const proxied = proxyDoorCall(cs.info.url!, cs.info.apiKey!, 'tail-key', upstream.info.url + '/json');
-    const direct: CallSpec = { origin: upstream.info.url!, path: '/json', method: 'POST', headers: { 'content-type': 'application/json' } };
-    const spec = DIRECT ? { ...direct, body: JSON.stringify({ model: 'm', prompt: 'hello' }) } : proxied;
+    const plain = (origin: string): CallSpec => ({
+      origin,
+      path: '/json',
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ model: 'm', prompt: 'hello' }),
+    });
+    const spec = DIRECT
+      ? plain(upstream.info.url!)
+      : FLOOR
+        ? plain(cs.info.url!)
+        : proxyDoorCall(cs.info.url!, cs.info.apiKey!, 'tail-key', upstream.info.url + '/json');
     const pool = clientFor(spec);
     await openLoop(pool, spec, RATE, 3); // JIT, pools, pages
     const pid = cs.proc.pid!;
@@ -78,6 +93,11 @@ export default async function tailBench(): Promise<Record<string, unknown>> {
         .sort((a, b) => a - b);
       checkpoints[kind] = { count: ms.length, p50_ms: round1(ms[ms.length >> 1]!), max_ms: round1(ms[ms.length - 1]!) };
     }
+    // Each writer's closing pass is followed by a commit that restarts the WAL, so the frames it
+    // found are the frames written since the previous one: their sum is what the run wrote.
+    const walFrames = events
+      .filter((e) => e.what === 'checkpoint' && e.kind?.startsWith('writer'))
+      .reduce((a, e) => a + (e.frames ?? 0), 0);
     const slow = samples.filter(([, ms]) => ms > SLOW_MS);
     // In flight during a big pause or stall: the event started before the answer came back and ended after the request was due.
     const nearBig = slow.filter(([due, ms]) => big.some((e) => e.at <= due + ms && e.at + e.ms >= due)).length;
@@ -94,7 +114,7 @@ export default async function tailBench(): Promise<Record<string, unknown>> {
     for (const [tid, s] of cpu1) if (tid !== pid) others += s - (cpu0.get(tid) ?? 0);
     const mainCpu = (cpu1.get(pid) ?? 0) - (cpu0.get(pid) ?? 0);
     const out = {
-      store: DIRECT ? 'direct' : STORE,
+      store: DIRECT ? 'direct' : FLOOR ? 'floor' : STORE,
       rate: RATE,
       seconds: SECONDS,
       countersign_node_flags: COUNTERSIGN_FLAGS,
@@ -112,6 +132,7 @@ export default async function tailBench(): Promise<Record<string, unknown>> {
       slow_onsets: onsets,
       gc_pauses: gc,
       checkpoints,
+      wal_frames_per_call: Math.round((walFrames / Math.max(1, run.ok)) * 10) / 10,
       event_loop_stalls: {
         count: stalls.length,
         total_ms: Math.round(stalls.reduce((a, e) => a + e.ms, 0)),
@@ -126,14 +147,14 @@ export default async function tailBench(): Promise<Record<string, unknown>> {
     const l = out.latency_ms;
     process.stdout.write(
       [
-        `${DIRECT ? 'Direct call (no proxy)' : `Countersign ${STORE}`}, ${RATE} req/s for ${SECONDS} s${COUNTERSIGN_FLAGS.length ? ` (${COUNTERSIGN_FLAGS.join(' ')})` : ''}: p50 ${l.p50} / p90 ${l.p90} / p99 ${l.p99} / p99.9 ${l.p999} / max ${l.max} ms, ${run.errors} errors`,
+        `${DIRECT ? 'Direct call (no proxy)' : FLOOR ? 'Node floor' : `Countersign ${STORE}`}, ${RATE} req/s for ${SECONDS} s${COUNTERSIGN_FLAGS.length ? ` (${COUNTERSIGN_FLAGS.join(' ')})` : ''}: p50 ${l.p50} / p90 ${l.p90} / p99 ${l.p99} / p99.9 ${l.p999} / max ${l.max} ms, ${run.errors} errors`,
         `slow (> ${SLOW_MS} ms): ${slow.length}; of them in flight during a GC pause or loop stall of ${BIG_EVENT_MS} ms or more: ${nearBig}`,
         `slow onsets (stalls): ${onsets.onsets}; overlapping ${Object.entries(onsets.by)
           .map(([k, n]) => `${k} ${n}`)
           .join(', ')}; none of these ${onsets.unexplained}`,
         `checkpoints: ${Object.entries(checkpoints)
           .map(([k, c]) => `${k} ${c.count}× (p50 ${c.p50_ms} ms, max ${c.max_ms})`)
-          .join('; ')}`,
+          .join('; ')}${walFrames > 0 ? `; WAL frames per call ${out.wal_frames_per_call}` : ''}`,
         `GC pauses: ${Object.entries(gc)
           .map(([k, g]) => `${k} ${g.count}× (total ${g.total_ms} ms, max ${g.max_ms})`)
           .join('; ')}`,

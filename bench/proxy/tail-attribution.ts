@@ -16,6 +16,8 @@ export interface TailEvent {
   /** Epoch ms. */
   at: number;
   ms: number;
+  /** A checkpoint's frames in the WAL when it ran. */
+  frames?: number;
 }
 
 /** What the slow requests' onsets overlapped. */

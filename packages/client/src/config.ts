@@ -3,7 +3,7 @@
  * constructor and fails fast with a message that names the field and says what to do, so a
  * misconfigured service stops at start-up rather than losing logs later.
  */
-import { EnvelopeKeyring, LOG_ID_PATTERN, randomId } from '@countersign/core';
+import { EnvelopeKeyring, LOG_ID_PATTERN, timeOrderedId } from '@countersign/core';
 import { ClientError } from './errors.js';
 import type { DeliveryFailureHandler, DeliveryFailureSink } from './delivery.js';
 import type { ReferenceStore } from './references.js';
@@ -232,9 +232,13 @@ export function resolveConfig(config: ServiceClientConfig): ResolvedConfig {
   };
 }
 
-/** A new log id in the server's accepted shape (`log_` + 24 base62; DESIGN: the AAD of the envelope). */
+/**
+ * A new log id in the server's accepted shape (`log_` + 24 base62; DESIGN: the AAD of the
+ * envelope), time-ordered like the server's own (core `timeOrderedId`: the store's id index
+ * grows at its right edge).
+ */
 export function newLogId(): string {
-  return 'log_' + randomId(24);
+  return 'log_' + timeOrderedId(24);
 }
 
 /** The server's log id rule, checked for ids a caller brings. */

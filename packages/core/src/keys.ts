@@ -69,6 +69,30 @@ export function randomId(n: number): string {
   return randomBase62(n);
 }
 
+/** Characters of a {@link timeOrderedId}'s time prefix: base36 milliseconds, enough until the year 5138. */
+const TIME_CHARS = 9;
+/** At least this many random characters follow the time (71 bits of base62). */
+const MIN_RANDOM_CHARS = 12;
+
+/**
+ * An id of `n` base62 characters that sorts by creation time: the first 9 are the epoch
+ * milliseconds `nowMs` in base36 (digits and lowercase letters, which sort alike in byte order
+ * and in every database collation), the rest are random base62 (15 characters, 89 bits, for
+ * `n` = 24), so the id is as hard to guess as it is to forge.
+ *
+ * Why: an id that is a key of an index on the write path (the logs' `(project_id, id)`) lands,
+ * when random, on a random page of an index that grows with the store, so every insert dirties
+ * a page no other insert shares, which the WAL, the checkpoints and the page cache all pay for;
+ * a time-ordered one lands on the index's right edge, the page the previous insert dirtied.
+ * @param n total length, at least 21
+ * @param nowMs creation time, epoch ms (default now)
+ */
+export function timeOrderedId(n: number, nowMs: number = Date.now()): string {
+  if (!Number.isInteger(n) || n < TIME_CHARS + MIN_RANDOM_CHARS)
+    throw new RangeError(`timeOrderedId needs at least ${TIME_CHARS + MIN_RANDOM_CHARS} characters`);
+  return Math.max(0, Math.floor(nowMs)).toString(36).padStart(TIME_CHARS, '0').slice(-TIME_CHARS) + randomBase62(n - TIME_CHARS);
+}
+
 /** Makes a new key of a class: 32 random base62 characters then a 6-character checksum. */
 export function generateApiKey(credentialClass: CredentialClass): string {
   const head = `key_${credentialClass}_${randomBase62(RANDOM_CHARS)}`;

@@ -17,6 +17,7 @@ import {
   fromHex,
   fromUtf8,
   generateApiKey,
+  timeOrderedId,
   MAX_CANONICAL_DEPTH,
   MAX_JSON_DEPTH,
   hashApiKey,
@@ -345,4 +346,23 @@ test('canonicalize orders keys by UTF-16 code units for any key set (the in-plac
       '}';
     assert.equal(canonicalize(obj), expected, `round ${round}`);
   }
+});
+
+test('timeOrderedId: base62 of the asked length, sorting by time in byte order, random after the time', () => {
+  const t0 = Date.UTC(2026, 10, 26, 12, 0, 0);
+  const ids: string[] = [];
+  for (let i = 0; i < 2000; i++) ids.push(timeOrderedId(24, t0 + i * 37));
+  for (const id of ids) assert.match(id, /^[0-9a-z]{9}[0-9A-Za-z]{15}$/);
+  // Later ids sort after earlier ones, also as JavaScript and SQLite's BINARY collation compare.
+  for (let i = 1; i < ids.length; i++) assert.ok(ids[i - 1]!.slice(0, 9) < ids[i]!.slice(0, 9));
+  assert.deepEqual([...ids].reverse().sort(), ids);
+  // Ids of the same millisecond differ in their random part.
+  const same = new Set(Array.from({ length: 1000 }, () => timeOrderedId(24, t0)));
+  assert.equal(same.size, 1000);
+  assert.equal(new Set([...same].map((id) => id.slice(0, 9))).size, 1);
+  // The prefix is the time: year 5000 still fits and still sorts after today.
+  assert.ok(timeOrderedId(24, Date.UTC(5000, 0, 1)) > timeOrderedId(24, t0));
+  assert.equal(parseInt(timeOrderedId(24, t0).slice(0, 9), 36), t0);
+  assert.throws(() => timeOrderedId(20), RangeError);
+  assert.match(timeOrderedId(21, -5), /^0{9}[0-9A-Za-z]{12}$/);
 });

@@ -63,11 +63,14 @@ test("SQLite: under writes that never pause, background passes copy the WAL and 
     const closing = copied.filter((e) => e.by === 'writer' && e.mode === 'PASSIVE');
     assert.ok(background.length >= 5, `${background.length} background passes copied frames`);
     assert.ok(closing.length >= 1, 'the writer closed at least one cycle');
-    // After a closing pass the writer's next commit starts the WAL over: a later pass sees fewer frames.
-    const close = closing[0]!;
-    const later = background.find((e) => e.at > close.at + close.ms);
-    assert.ok(later, 'a background pass ran after the closing pass');
-    assert.ok(later.log < close.log, `the WAL started over (${later.log} frames after ${close.log})`);
+    // After a closing pass the writer's next commit starts the WAL over: a later pass sees fewer
+    // frames. Not after every one: a read transaction of the main connection open at that moment
+    // (other tests share the machine) keeps the old WAL for one more cycle, so some, not the first.
+    const seen = closing.map((close) => [close.log, background.find((e) => e.at > close.at + close.ms)?.log] as const);
+    assert.ok(
+      seen.some(([before, after]) => after !== undefined && after < before),
+      `the WAL started over after a closing pass (frames at each close and at the next background pass: ${JSON.stringify(seen)})`,
+    );
     assert.ok((await counted('background')) > backgroundBefore, 'background passes are in the metric');
     assert.ok((await counted('writer')) > writerBefore, 'closing passes are in the metric');
   } finally {

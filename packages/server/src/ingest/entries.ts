@@ -12,7 +12,7 @@ import {
   deriveEnvelopeKey,
   isCoreError,
   openPayload,
-  randomId,
+  timeOrderedId,
   randomNonce,
   isSpanId,
   newSpanId,
@@ -78,7 +78,7 @@ function looksLikeEnvelope(payload: Record<string, unknown>): boolean {
 
 /** A new server-made log id. */
 export function newLogId(): string {
-  return 'log_' + randomId(24);
+  return 'log_' + timeOrderedId(24);
 }
 
 /**

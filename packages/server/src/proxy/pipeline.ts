@@ -16,7 +16,7 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { Readable } from 'node:stream';
 import type { Dispatcher } from 'undici';
-import { deriveEnvelopeKey, HEADERS, randomId, randomNonce, type EnvelopeKey } from '@countersign/core';
+import { deriveEnvelopeKey, HEADERS, randomNonce, timeOrderedId, type EnvelopeKey } from '@countersign/core';
 import type { IngestPrincipal } from '../auth/principal.js';
 import { ApiError, type ApiErrorCode } from '../errors.js';
 import { recordHandoverEvent } from '../events/security.js';
@@ -91,7 +91,7 @@ export async function runExchange(
   const keyPromise = deriveEnvelopeKey(call.keyString);
   const receivedAt = ctx.now();
   const fields: ProxyRecordFields = {
-    id: 'log_' + randomId(24),
+    id: 'log_' + timeOrderedId(24, receivedAt),
     projectId: call.principal.projectId,
     keyId: call.principal.keyId,
     receivedAt,
