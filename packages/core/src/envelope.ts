@@ -158,7 +158,9 @@ export async function sealBytes(plaintext: Uint8Array, key: EnvelopeKey, logId: 
   if (nodeCrypto && raw && plaintext.length <= SYNC_LIMIT_BYTES) {
     const cipher = nodeCrypto.createCipheriv('aes-256-gcm', raw, iv, { authTagLength: 16 });
     cipher.setAAD(utf8(logId));
-    const ct = concatBytes(cipher.update(plaintext), cipher.final());
+    const body = cipher.update(plaintext);
+    const rest = cipher.final(); // empty for GCM (a stream mode): then no copy of the ciphertext
+    const ct = rest.length === 0 ? body : concatBytes(body, rest);
     return { v: 1, alg: 'A256GCM', kid: key.kid, iv: toBase64Url(iv), ct: toBase64Url(ct), tag: toBase64Url(cipher.getAuthTag()) };
   }
   const sealed = new Uint8Array(
