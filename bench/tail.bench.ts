@@ -13,7 +13,8 @@
  * TAIL_SECONDS (default 15), TAIL_STORE (sqlite | postgres), PROXY_BENCH_CS_FLAGS (extra Node
  * flags for the Countersign process, e.g. `--single-threaded-gc`), TAIL_DIRECT=1 (call the
  * upstream directly, same harness: the load generator's and upstream's own tail), TAIL_TARGET=floor
- * (the bare Node.js proxy in Countersign's place: the floor's CPU per call at this rate), TAIL_DUMP=file
+ * (the bare Node.js proxy in Countersign's place: the floor's CPU per call at this rate), TAIL_PROOF=1
+ * (every call asks for a proof; the process runs the proof batcher), TAIL_DUMP=file
  * (writes the samples and the events as JSON, for a closer look).
  */
 import fs from 'node:fs';
@@ -32,11 +33,20 @@ const DIRECT = process.env.TAIL_DIRECT === '1';
 // TAIL_TARGET=floor: the Node floor (bench/proxy/node-floor.ts) in Countersign's place, same core,
 // same harness: what a bare Node.js proxy costs per call at this rate.
 const FLOOR = process.env.TAIL_TARGET === 'floor';
+// TAIL_PROOF=1: every call asks for a proof receipt, and the process runs the proof batcher
+// (roles proofs, tsa, ledger: embedded TSA and ledger), so each 5-s window's claim is in the run.
+const PROOF = process.env.TAIL_PROOF === '1';
 const SLOW_MS = 5;
 const BIG_EVENT_MS = 10;
 const stallLog = path.join(path.dirname(fileURLToPath(import.meta.url)), 'proxy', 'stall-log.ts');
 
 const round1 = (ms: number) => Math.round(ms * 10) / 10;
+
+/** The `/v1/proxy` call with `requestProof: true` when TAIL_PROOF is set. */
+function proofAsked(call: CallSpec): CallSpec {
+  if (!PROOF) return call;
+  return { ...call, body: JSON.stringify({ ...(JSON.parse(call.body as string) as object), requestProof: true }) };
+}
 
 /** Runs the study; prints and returns its figures. */
 export default async function tailBench(): Promise<Record<string, unknown>> {
@@ -50,6 +60,7 @@ export default async function tailBench(): Promise<Record<string, unknown>> {
     children.push(upstream);
     const env: Record<string, string> = { PROXY_BENCH_UPSTREAM: upstream.info.url!, PROXY_BENCH_STALL_FILE: stallFile };
     if (db) env.PROXY_BENCH_DATABASE_URL = db.url;
+    if (PROOF) env.PROXY_BENCH_ROLES = 'ingest,management,proofs,tsa,ledger';
     const cs = FLOOR
       ? await startRole('floor', 'floor', CORES.proxy, env, ['--import', stallLog])
       : await startRole('countersign', 'countersign', CORES.proxy, env, [...COUNTERSIGN_FLAGS, '--import', stallLog]);
@@ -65,7 +76,7 @@ export default async function tailBench(): Promise<Record<string, unknown>> {
       ? plain(upstream.info.url!)
       : FLOOR
         ? plain(cs.info.url!)
-        : proxyDoorCall(cs.info.url!, cs.info.apiKey!, 'tail-key', upstream.info.url + '/json');
+        : proofAsked(proxyDoorCall(cs.info.url!, cs.info.apiKey!, 'tail-key', upstream.info.url + '/json'));
     const pool = clientFor(spec);
     await openLoop(pool, spec, RATE, 3); // JIT, pools, pages
     const pid = cs.proc.pid!;

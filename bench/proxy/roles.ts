@@ -26,7 +26,7 @@ if (role === 'upstream') {
   const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'countersign-proxy-bench-'));
   const upstream = process.env.PROXY_BENCH_UPSTREAM!;
   const config = {
-    ...loadConfig({ dataDir, port: '0', logLevel: 'silent', roles: 'ingest,management' }, {}),
+    ...loadConfig({ dataDir, port: '0', logLevel: 'silent', roles: process.env.PROXY_BENCH_ROLES ?? 'ingest,management' }, {}),
     databaseUrl: process.env.PROXY_BENCH_DATABASE_URL || undefined,
     allowTargets: [new URL(upstream).host],
     // Forward mode's name for the upstream (`/v1/forward/bench/…`), for PROXY_BENCH_DOOR=forward.
