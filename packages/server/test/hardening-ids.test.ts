@@ -17,7 +17,7 @@ import { Kysely, Migrator, PostgresDialect, SqliteDialect } from 'kysely';
 import { deriveEnvelopeKey, openPayload, payloadHashHex, randomNonce, sealPayload, type Envelope } from '@countersign/core';
 import { Store } from '../src/store/index.js';
 import { MIGRATIONS } from '../src/store/migrations/index.js';
-import { buildBatchTree } from '../src/proofs/batch.js';
+import { claimAndBuild } from '../src/proofs/build.js';
 import { STORES, freshPostgresDatabase, startApp, tempDir, type StoreKind } from './helpers/server.js';
 import { assertError, fullProject, getWith, postLog } from './foundation-helpers.js';
 import { proofLog } from './proofs-helpers.js';
@@ -102,13 +102,7 @@ for (const store of STORES) {
       await s.test('the same id in two projects: two leaves of one batch, each receipt in its own project', async () => {
         assert.deepEqual(await st.logs.insertMany([logA, logB]), [true, true]);
         assert.deepEqual(await st.logs.insertMany([logA]), [false], 'a second insert in the same project is refused');
-        const batch = await st.proofs.claimWindow({
-          batchId: 'batch_ids_1',
-          windowStart: 0,
-          windowEnd: 5000,
-          now: 6000,
-          buildTree: (leaves) => buildBatchTree(leaves),
-        });
+        const batch = await claimAndBuild(st, { batchId: 'batch_ids_1', windowStart: 0, windowEnd: 5000 }, { chunk: 500, now: () => 6000 });
         assert.ok(batch, 'the window was claimed');
         assert.equal(batch.treeSize, 2);
         const ra = await st.proofs.receipt('prj_live_a', id);

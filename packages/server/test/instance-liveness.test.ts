@@ -67,7 +67,7 @@ for (const store of STORES) {
       const { projectId, keyId } = await makeProjectKey(t.app, 'agent');
       const id = await pendingRow(t, projectId, keyId, 'ins_' + 'e'.repeat(16), { requestProof: true });
       await t.app.ctx.store.markOrphanedRecordsInterrupted(Date.now());
-      // What the batcher does when it claims a final record (store/proofs.ts claimWindow).
+      // What the batcher does when it claims a final record (store/proof-claims.ts claimChunk).
       const db = t.app.ctx.store.db as unknown as Kysely<ProofDatabase>;
       await db.updateTable('logs').set({ proof_batch_id: 'batch_x' }).where('id', '=', id).execute();
       const written = await t.app.ctx.store.proxyOutcomes.complete(id, {

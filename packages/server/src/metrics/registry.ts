@@ -124,7 +124,7 @@ export const metrics = {
   /** Proof batches not yet sealed (timestamping or ledger step pending), set on scrape. */
   proofBatchesUnsealed: new Gauge({
     name: 'countersign_proof_batches_unsealed',
-    help: 'Proof batches claimed but not yet sealed (TSA or ledger step pending)',
+    help: 'Proof batches claimed but not yet sealed (being built, or the TSA or ledger step pending)',
     registers,
   }),
   /** Leaves per claimed proof batch (recorded by the instance that claims it). */

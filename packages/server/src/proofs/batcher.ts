@@ -4,16 +4,19 @@
  * it in the ledger. Receipts are readable once the batch is sealed.
  *
  * Guarantees, and what gives them:
- * - A leaf is in exactly one batch: the claim is an UPDATE … WHERE proof_batch_id IS NULL in the
- *   batch's transaction, and `proof_receipts` (project_id, log_id) is a primary key.
+ * - A leaf is in exactly one batch: a claim is an UPDATE … WHERE proof_batch_id IS NULL, and
+ *   `proof_receipts` (project_id, log_id) is a primary key.
+ * - No step stalls the proxy: a batch is claimed and stored in short steps (build.ts), each one
+ *   chunk of leaves, with the event loop free between them.
  * - One batch per window: `proof_batches.window_start` is unique, and on PostgreSQL every pass
  *   runs under a session advisory lock, so with several instances one seals and the others wait
  *   (their logs are in the same table, so they are claimed by whichever instance leads).
  * - Nothing is lost: a log that commits after its window was claimed (clock skew, a slow write)
  *   is claimed by the next batch; a failed TSA or ledger call leaves the batch where it is, to be
  *   retried with exponential backoff by any instance, including after a restart.
- * - No step is redone differently: the tree is stored when the batch is made and the TSA token
- *   and ledger entry are stored as each arrives, so a retry continues with the same root.
+ * - No step is redone differently: a batch left mid-build is continued from its claimed logs
+ *   before anything is timestamped (build.ts), and the TSA token and ledger entry are stored as
+ *   each arrives, so a retry continues with the same root.
  */
 import { fromHex, randomId, toBase64 } from '@countersign/core';
 import type { Logger } from 'pino';
@@ -21,7 +24,8 @@ import type { Store } from '../store/index.js';
 import type { ProofBatchRow } from '../store/index.js';
 import type { TimestampWitness } from '../tsa/witness.js';
 import type { LedgerWitness } from '../ledger/witness.js';
-import { backoffDelay, buildBatchTree, lastClosedWindow, nextCloseAt } from './batch.js';
+import { backoffDelay, lastClosedWindow, nextCloseAt } from './batch.js';
+import { claimAndBuild, continueBatch, DEFAULT_BUILD_CHUNK } from './build.js';
 import { metrics } from '../metrics/registry.js';
 
 /** Settings of a {@link ProofBatcher}. */
@@ -38,6 +42,8 @@ export interface ProofBatcherOptions {
   /** Backoff of a failing batch: first delay and cap, ms (default min(1000, windowMs) and 5 min). */
   retryBaseMs?: number;
   retryMaxMs?: number;
+  /** Leaves claimed, and receipts stored, per transaction (default {@link DEFAULT_BUILD_CHUNK}). */
+  buildChunk?: number;
   /** Clock, epoch ms. */
   now: () => number;
   log: Logger;
@@ -57,10 +63,11 @@ export interface BatcherPass {
 
 /** Runs the batching loop of one app instance. */
 export class ProofBatcher {
-  readonly #o: Required<Omit<ProofBatcherOptions, 'graceMs' | 'retryBaseMs' | 'retryMaxMs'>> & {
+  readonly #o: Required<Omit<ProofBatcherOptions, 'graceMs' | 'retryBaseMs' | 'retryMaxMs' | 'buildChunk'>> & {
     graceMs: number;
     retryBaseMs: number;
     retryMaxMs: number;
+    buildChunk: number;
   };
   #timer: NodeJS.Timeout | undefined;
   #running: Promise<unknown> | undefined;
@@ -72,6 +79,7 @@ export class ProofBatcher {
       graceMs: options.graceMs ?? Math.min(500, Math.floor(options.windowMs / 5)),
       retryBaseMs: options.retryBaseMs ?? Math.min(1000, options.windowMs),
       retryMaxMs: options.retryMaxMs ?? 5 * 60 * 1000,
+      buildChunk: options.buildChunk ?? DEFAULT_BUILD_CHUNK,
     };
   }
 
@@ -98,15 +106,15 @@ export class ProofBatcher {
     const { store } = this.#o;
     const result = await store.proofs.withSealLock(async () => {
       const out: BatcherPass = { led: true, sealed: [], failed: [] };
-      const now = this.#o.now();
-      const window = lastClosedWindow(now, this.#o.windowMs, this.#o.graceMs);
-      const claimed = await store.proofs.claimWindow({
-        batchId: 'bat_' + randomId(20),
-        windowStart: window.start,
-        windowEnd: window.end,
-        now,
-        buildTree: buildBatchTree,
-      });
+      const build = { chunk: this.#o.buildChunk, now: this.#o.now };
+      // First what a crash or a failed pass left half built (their roots are not out yet).
+      for (const b of await store.proofs.unfinishedBatches()) await continueBatch(store, b, build);
+      const window = lastClosedWindow(this.#o.now(), this.#o.windowMs, this.#o.graceMs);
+      const claimed = await claimAndBuild(
+        store,
+        { batchId: 'bat_' + randomId(20), windowStart: window.start, windowEnd: window.end },
+        build,
+      );
       if (claimed) {
         out.claimed = claimed;
         metrics.proofBatchLeaves.observe(claimed.treeSize);

@@ -31,7 +31,7 @@ export async function readStoreGauges(db: Kysely<Database>): Promise<StoreGauges
     pdb
       .selectFrom('proof_batches')
       .select([sql<number>`count(*)`.as('n'), sql<number | null>`min(window_end)`.as('oldest')])
-      .where('state', 'in', ['timestamping', 'ledger'])
+      .where('state', 'in', ['claiming', 'building', 'timestamping', 'ledger'])
       .executeTakeFirstOrThrow(),
     db
       .selectFrom('webhook_deliveries')

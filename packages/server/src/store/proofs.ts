@@ -1,23 +1,24 @@
 /**
- * Proof batches and receipts (migration 003). The batcher (proofs/batcher.ts) drives these
- * steps; every one is a single statement or transaction, so a crash between two of them leaves
- * a state the next attempt continues from:
+ * Proof batches and receipts (migration 003). The batcher (proofs/batcher.ts, proofs/build.ts)
+ * drives these steps; every one is a single statement or short transaction, so a crash between
+ * two of them leaves a state the next attempt continues from:
  *
- *   claimWindow (tx: claim unclaimed leaves, store tree + paths)  → state `timestamping`
- *   saveTimestamp (only while none is stored)                       → state `ledger`
- *   saveLedgerEntry (only while none is stored)                     → state `sealed`
+ *   claimChunk … freeze … storeReceipts … finish (proof-claims.ts)  → states `claiming`, `building`, `timestamping`
+ *   saveTimestamp (only while none is stored)                        → state `ledger`
+ *   saveLedgerEntry (only while none is stored)                      → state `sealed`
  */
-import { sql, type Kysely } from 'kysely';
+import type { Kysely } from 'kysely';
 import type pg from 'pg';
 import type { Database, LogsTable } from './schema.js';
 import type { LogsProofColumns, ProofBatchesTable } from './migrations/003_proofs.js';
 import { withTryAdvisoryLock, type AdvisoryKey } from './advisory-lock.js';
+import * as steps from './proof-claims.js';
 
 /** The schema with `logs.proof_batch_id` (migration 003): for the proofs and the completion guard. */
 export type ProofDatabase = Omit<Database, 'logs'> & { logs: LogsTable & LogsProofColumns };
 
 /** Where a batch is in its sealing. */
-export type ProofBatchState = 'timestamping' | 'ledger' | 'sealed';
+export type ProofBatchState = 'claiming' | 'building' | 'timestamping' | 'ledger' | 'sealed';
 
 /** A leaf as claimed from the logs: what the tree is built from. */
 export interface ClaimedLeaf {
@@ -68,20 +69,6 @@ export interface StoredReceipt {
   batch: ProofBatchRow;
 }
 
-/** What {@link ProofRepository.claimWindow} is asked to do. */
-export interface ClaimRequest {
-  batchId: string;
-  windowStart: number;
-  windowEnd: number;
-  now: number;
-  /**
-   * Orders the claimed leaves and builds the tree: returns the root and every leaf's path.
-   * Runs inside the claim transaction, so the stored tree is exactly the claimed set.
-   */
-  buildTree: (leaves: ClaimedLeaf[]) => { merkleRoot: string; size: number; leaf(index: number): PlacedLeaf };
-}
-
-const INSERT_CHUNK = 500;
 /** Advisory lock key of the proof sealer ('CSPR', 1): one sealer at a time across instances. */
 const SEAL_LOCK: AdvisoryKey = [0x43535052, 1];
 
@@ -115,76 +102,47 @@ export class ProofRepository {
     return withTryAdvisoryLock(this.#pgPool, SEAL_LOCK, fn);
   }
 
-  /**
-   * In one transaction: if no batch exists for `windowStart`, claims every unclaimed final log
-   * with a payload hash that asked for a proof and became final before `windowEnd` (earlier
-   * stragglers included), stores the tree built by `buildTree` and the batch row.
-   * @returns the new batch, or undefined when the window already has a batch or there is nothing to claim.
-   */
-  async claimWindow(req: ClaimRequest): Promise<ProofBatchRow | undefined> {
-    return this.#db.transaction().execute(async (tx) => {
-      const existing = await tx.selectFrom('proof_batches').select('id').where('window_start', '=', req.windowStart).executeTakeFirst();
-      if (existing) return undefined;
-      const claimed = await tx
-        .updateTable('logs')
-        .set({ proof_batch_id: req.batchId })
-        .where('request_proof', '=', 1)
-        .where('proof_batch_id', 'is', null)
-        .where('payload_hash', 'is not', null)
-        .where('status', '!=', 'pending')
-        .where(sql<number>`coalesce(completed_at, received_at)`, '<', req.windowEnd)
-        .returning(['id', 'project_id', 'payload_hash', sql<number>`coalesce(completed_at, received_at)`.as('eligible_at')])
-        .execute();
-      if (claimed.length === 0) return undefined;
-      const tree = req.buildTree(
-        claimed.map((r) => ({ logId: r.id, projectId: r.project_id, payloadHash: r.payload_hash!, eligibleAt: Number(r.eligible_at) })),
-      );
-      const batch: ProofBatchesTable = {
-        id: req.batchId,
-        window_start: req.windowStart,
-        window_end: req.windowEnd,
-        tree_size: tree.size,
-        merkle_root: tree.merkleRoot,
-        state: 'timestamping',
-        tsa_response: null,
-        rekor_log_index: null,
-        ledger_url: null,
-        ledger_uuid: null,
-        integrated_time: null,
-        attempts: 0,
-        next_attempt_at: req.now,
-        last_error: null,
-        created_at: req.now,
-        sealed_at: null,
-      };
-      await tx.insertInto('proof_batches').values(batch).execute();
-      for (let i = 0; i < tree.size; i += INSERT_CHUNK) {
-        const chunk: PlacedLeaf[] = [];
-        for (let j = i; j < Math.min(tree.size, i + INSERT_CHUNK); j++) chunk.push(tree.leaf(j));
-        await tx
-          .insertInto('proof_receipts')
-          .values(
-            chunk.map((l) => ({
-              log_id: l.logId,
-              project_id: l.projectId,
-              batch_id: req.batchId,
-              leaf_index: l.leafIndex,
-              payload_hash: l.payloadHash,
-              merkle_path: JSON.stringify(l.merklePath),
-            })),
-          )
-          .execute();
-      }
-      return fromBatchRow(batch);
-    });
+  /** See proof-claims.ts {@link steps.claimChunk}. */
+  claimChunk(req: steps.ClaimChunkRequest, limit: number): Promise<number> {
+    return steps.claimChunk(this.#db, req, limit);
   }
 
-  /** Batches not yet sealed whose next attempt is due at `now`, oldest window first. */
+  /** See proof-claims.ts {@link steps.claimedLeaves}. */
+  claimedLeaves(batchId: string): Promise<ClaimedLeaf[]> {
+    return steps.claimedLeaves(this.#db, batchId);
+  }
+
+  /** See proof-claims.ts {@link steps.freeze}. */
+  freeze(batchId: string, treeSize: number, merkleRoot: string): Promise<void> {
+    return steps.freeze(this.#db, batchId, treeSize, merkleRoot);
+  }
+
+  /** See proof-claims.ts {@link steps.restartBuild}. */
+  restartBuild(batchId: string, treeSize: number, merkleRoot: string): Promise<void> {
+    return steps.restartBuild(this.#db, batchId, treeSize, merkleRoot);
+  }
+
+  /** See proof-claims.ts {@link steps.storeReceipts}. */
+  storeReceipts(batchId: string, leaves: PlacedLeaf[]): Promise<void> {
+    return steps.storeReceipts(this.#db, batchId, leaves);
+  }
+
+  /** See proof-claims.ts {@link steps.finish}. */
+  finish(batchId: string, now: number): Promise<void> {
+    return steps.finish(this.#db, batchId, now);
+  }
+
+  /** Batches left `claiming` or `building`, oldest window first. */
+  async unfinishedBatches(): Promise<ProofBatchRow[]> {
+    return (await steps.unfinishedBatches(this.#db)).map(fromBatchRow);
+  }
+
+  /** Built batches not yet sealed whose next attempt is due at `now`, oldest window first. */
   async dueBatches(now: number, limit = 100): Promise<ProofBatchRow[]> {
     const rows = await this.#db
       .selectFrom('proof_batches')
       .selectAll()
-      .where('state', '!=', 'sealed')
+      .where('state', 'in', ['timestamping', 'ledger'])
       .where('next_attempt_at', '<=', now)
       .orderBy('window_start', 'asc')
       .limit(limit)
@@ -197,7 +155,7 @@ export class ProofRepository {
     const r = await this.#db
       .selectFrom('proof_batches')
       .select((eb) => eb.fn.min('next_attempt_at').as('at'))
-      .where('state', '!=', 'sealed')
+      .where('state', 'in', ['timestamping', 'ledger'])
       .executeTakeFirst();
     return r?.at == null ? undefined : Number(r.at);
   }

@@ -15,6 +15,7 @@ import * as m008 from './008_webhooks.js';
 import * as m009 from './009_retention.js';
 import * as m010 from './010_embed_origins.js';
 import * as m011 from './011_spans.js';
+import * as m012 from './012_proof_batch_index.js';
 
 /** One migration: a name (sort order) and its `up`. */
 export interface Migration {
@@ -35,4 +36,5 @@ export const MIGRATIONS: Migration[] = [
   { name: '009_retention', up: m009.up },
   { name: '010_embed_origins', up: m010.up },
   { name: '011_spans', up: m011.up },
+  { name: '012_proof_batch_index', up: m012.up },
 ];
