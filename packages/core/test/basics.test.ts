@@ -52,6 +52,15 @@ test('encodings round-trip and the native and portable base64 encoders agree', (
   assert.equal(toBase64(big.subarray(2, 4)), Buffer.from([3, 4]).toString('base64'));
   assert.throws(() => fromHex('abc'), isCode('invalid_encoding'));
   assert.throws(() => fromHex('zz'), isCode('invalid_encoding'));
+  // Either case, nothing but hex digits (a non-ASCII or a near-miss character anywhere is refused).
+  assert.deepEqual([...fromHex('AbCd09fF')], [0xab, 0xcd, 0x09, 0xff]);
+  assert.equal(fromHex('').length, 0);
+  for (const bad of ['0g', 'g0', 'é1', '1é', '12 4', '@0', '`0', '/0', ':0', 'G0', '0\u0000'])
+    assert.throws(() => fromHex(bad), isCode('invalid_encoding'), bad);
+  for (let n = 0; n < 64; n++) {
+    const hex = Buffer.from(Array.from({ length: n }, (_, i) => (i * 37 + n) & 255)).toString('hex');
+    assert.ok(bytesEqual(fromHex(hex.toUpperCase()), Buffer.from(hex, 'hex')));
+  }
   assert.throws(() => fromBase64('a'), isCode('invalid_encoding'));
   assert.throws(() => fromBase64('ab!d'), isCode('invalid_encoding'));
   assert.throws(() => fromUtf8(new Uint8Array([0xff, 0xfe])), isCode('invalid_encoding'));
