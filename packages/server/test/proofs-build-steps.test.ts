@@ -46,6 +46,22 @@ async function assertReceiptsVerify(st: Store, batch: ProofBatchRow): Promise<Ma
   return new Map(leaves.map((l) => [l.logId, l.merklePath]));
 }
 
+/**
+ * What a crash while building leaves: the window claimed (100 at a time) and frozen, the first
+ * `stored` receipts stored. Returns the frozen tree.
+ */
+async function stopWhileBuilding(st: Store, batchId: string, stored: number): Promise<ReturnType<typeof buildBatchTree>> {
+  const req = { batchId, ...WINDOW, now: 2_000_000 };
+  while ((await st.proofs.build.claimChunk(req, 100)) === 100);
+  const tree = buildBatchTree(await st.proofs.build.claimedLeaves(batchId));
+  await st.proofs.build.freeze(batchId, tree.size, tree.merkleRoot);
+  await st.proofs.build.storeReceipts(
+    batchId,
+    Array.from({ length: stored }, (_, i) => tree.leaf(i)),
+  );
+  return tree;
+}
+
 for (const kind of STORES) {
   test(`proof batches in steps (${kind})`, async (s) => {
     await s.test(
@@ -58,7 +74,7 @@ for (const kind of STORES) {
           assert.ok(batch);
           assert.equal(batch.state, 'timestamping');
           assert.equal(batch.treeSize, 1203);
-          assert.equal(batch.merkleRoot, buildBatchTree(await st.proofs.claimedLeaves(batch.id)).merkleRoot);
+          assert.equal(batch.merkleRoot, buildBatchTree(await st.proofs.build.claimedLeaves(batch.id)).merkleRoot);
           await assertReceiptsVerify(st, batch);
           assert.equal(await claimAndBuild(st, { batchId: 'bat_steps_again', ...WINDOW }, opts), undefined, 'the window is done');
         } finally {
@@ -71,7 +87,7 @@ for (const kind of STORES) {
       const st = await openStore(kind);
       try {
         await seed(st, 350);
-        assert.equal(await st.proofs.claimChunk({ batchId: 'bat_steps_2', ...WINDOW, now: 2_000_000 }, 100), 100);
+        assert.equal(await st.proofs.build.claimChunk({ batchId: 'bat_steps_2', ...WINDOW, now: 2_000_000 }, 100), 100);
         const [left] = await st.proofs.unfinishedBatches();
         assert.equal(left?.state, 'claiming');
         assert.deepEqual(await st.proofs.dueBatches(Number.MAX_SAFE_INTEGER), [], 'no timestamp for a batch still claiming');
@@ -93,15 +109,8 @@ for (const kind of STORES) {
       const st = await openStore(kind);
       try {
         await seed(st, 420);
-        const req = { batchId: 'bat_steps_3', ...WINDOW, now: 2_000_000 };
-        while ((await st.proofs.claimChunk(req, 100)) === 100);
-        const tree = buildBatchTree(await st.proofs.claimedLeaves(req.batchId));
-        await st.proofs.freeze(req.batchId, tree.size, tree.merkleRoot);
-        await st.proofs.storeReceipts(
-          req.batchId,
-          Array.from({ length: 150 }, (_, i) => tree.leaf(i)),
-        );
-        const early = new Map((await st.proofs.leaves(req.batchId)).map((l) => [l.logId, l.merklePath]));
+        const tree = await stopWhileBuilding(st, 'bat_steps_3', 150);
+        const early = new Map((await st.proofs.leaves('bat_steps_3')).map((l) => [l.logId, l.merklePath]));
         assert.equal(early.size, 150);
         const [left] = await st.proofs.unfinishedBatches();
         assert.equal(left?.state, 'building');
@@ -120,11 +129,7 @@ for (const kind of STORES) {
       try {
         await seed(st, 200, 'prj_steps_keep');
         await seed(st, 30, 'prj_steps_gone');
-        const req = { batchId: 'bat_steps_4', ...WINDOW, now: 2_000_000 };
-        while ((await st.proofs.claimChunk(req, 100)) === 100);
-        const tree = buildBatchTree(await st.proofs.claimedLeaves(req.batchId));
-        await st.proofs.freeze(req.batchId, tree.size, tree.merkleRoot);
-        await st.proofs.storeReceipts(req.batchId, Array.from({ length: tree.size }, (_, i) => tree.leaf(i)).slice(0, 120));
+        const tree = await stopWhileBuilding(st, 'bat_steps_4', 120);
         // A project deleted meanwhile: its logs and receipts go (retention/purge.ts does the same).
         const db = st.db as unknown as Kysely<ProofDatabase>;
         await db.deleteFrom('proof_receipts').where('project_id', '=', 'prj_steps_gone').execute();

@@ -16,7 +16,7 @@ export interface BuildOptions {
   now: () => number;
 }
 
-/** Leaves per step by default: a step of 500 stays within a few milliseconds on either store. */
+/** Leaves per step by default: a step of 100 stays within a few milliseconds on either store, even on a busy core. */
 export const DEFAULT_BUILD_CHUNK = 100;
 
 /** Lets the event loop (and, on SQLite, the writer thread's commits) run between two steps. */
@@ -52,7 +52,7 @@ async function claimAll(
 ): Promise<number> {
   let total = 0;
   for (;;) {
-    const n = await store.proofs.claimChunk(req, chunk);
+    const n = await store.proofs.build.claimChunk(req, chunk);
     total += n;
     if (n < chunk) return total;
     await breathe();
@@ -61,23 +61,22 @@ async function claimAll(
 
 /** From `claiming` (freezes it) or `building` (checks the claimed set is the frozen one) to `timestamping`. */
 async function build(store: Store, batchId: string, o: BuildOptions): Promise<ProofBatchRow | undefined> {
-  const leaves = await store.proofs.claimedLeaves(batchId);
-  await breathe();
-  const tree = buildBatchTree(leaves);
+  const steps = store.proofs.build;
   const before = await store.proofs.getBatch(batchId);
   if (!before || (before.state !== 'claiming' && before.state !== 'building')) return before;
-  if (before.state === 'claiming') await store.proofs.freeze(batchId, tree.size, tree.merkleRoot);
+  const leaves = await steps.claimedLeaves(batchId);
+  await breathe();
+  const tree = buildBatchTree(leaves);
+  if (before.state === 'claiming') await steps.freeze(batchId, tree.size, tree.merkleRoot);
   else if (before.merkleRoot !== tree.merkleRoot || before.treeSize !== tree.size)
     // Its claimed logs changed since it froze (a project deleted, a purge): nothing outside has
     // seen this root, so the batch is stored again from what is claimed now.
-    await store.proofs.restartBuild(batchId, tree.size, tree.merkleRoot);
+    await steps.restartBuild(batchId, tree.size, tree.merkleRoot);
   for (let i = 0; i < tree.size; i += o.chunk) {
     await breathe();
-    const end = Math.min(tree.size, i + o.chunk);
-    const placed = [];
-    for (let j = i; j < end; j++) placed.push(tree.leaf(j));
-    await store.proofs.storeReceipts(batchId, placed);
+    const placed = Array.from({ length: Math.min(o.chunk, tree.size - i) }, (_, k) => tree.leaf(i + k));
+    await steps.storeReceipts(batchId, placed);
   }
-  await store.proofs.finish(batchId, o.now());
+  await steps.finish(batchId, o.now());
   return store.proofs.getBatch(batchId);
 }

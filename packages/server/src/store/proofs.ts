@@ -3,7 +3,7 @@
  * drives these steps; every one is a single statement or short transaction, so a crash between
  * two of them leaves a state the next attempt continues from:
  *
- *   claimChunk … freeze … storeReceipts … finish (proof-claims.ts)  → states `claiming`, `building`, `timestamping`
+ *   build.claimChunk … freeze … storeReceipts … finish (proof-claims.ts) → states `claiming`, `building`, `timestamping`
  *   saveTimestamp (only while none is stored)                        → state `ledger`
  *   saveLedgerEntry (only while none is stored)                      → state `sealed`
  */
@@ -12,7 +12,7 @@ import type pg from 'pg';
 import type { Database, LogsTable } from './schema.js';
 import type { LogsProofColumns, ProofBatchesTable } from './migrations/003_proofs.js';
 import { withTryAdvisoryLock, type AdvisoryKey } from './advisory-lock.js';
-import * as steps from './proof-claims.js';
+import { BatchBuildSteps } from './proof-claims.js';
 
 /** The schema with `logs.proof_batch_id` (migration 003): for the proofs and the completion guard. */
 export type ProofDatabase = Omit<Database, 'logs'> & { logs: LogsTable & LogsProofColumns };
@@ -79,9 +79,13 @@ export class ProofRepository {
   /** In-process mutex for SQLite (one process per database file). */
   #localHeld = false;
 
+  /** The steps that build a batch (proof-claims.ts). */
+  readonly build: BatchBuildSteps;
+
   constructor(db: Kysely<Database>, pgPool?: pg.Pool) {
     this.#db = db as unknown as Kysely<ProofDatabase>;
     this.#pgPool = pgPool;
+    this.build = new BatchBuildSteps(this.#db);
   }
 
   /**
@@ -102,39 +106,15 @@ export class ProofRepository {
     return withTryAdvisoryLock(this.#pgPool, SEAL_LOCK, fn);
   }
 
-  /** See proof-claims.ts {@link steps.claimChunk}. */
-  claimChunk(req: steps.ClaimChunkRequest, limit: number): Promise<number> {
-    return steps.claimChunk(this.#db, req, limit);
-  }
-
-  /** See proof-claims.ts {@link steps.claimedLeaves}. */
-  claimedLeaves(batchId: string): Promise<ClaimedLeaf[]> {
-    return steps.claimedLeaves(this.#db, batchId);
-  }
-
-  /** See proof-claims.ts {@link steps.freeze}. */
-  freeze(batchId: string, treeSize: number, merkleRoot: string): Promise<void> {
-    return steps.freeze(this.#db, batchId, treeSize, merkleRoot);
-  }
-
-  /** See proof-claims.ts {@link steps.restartBuild}. */
-  restartBuild(batchId: string, treeSize: number, merkleRoot: string): Promise<void> {
-    return steps.restartBuild(this.#db, batchId, treeSize, merkleRoot);
-  }
-
-  /** See proof-claims.ts {@link steps.storeReceipts}. */
-  storeReceipts(batchId: string, leaves: PlacedLeaf[]): Promise<void> {
-    return steps.storeReceipts(this.#db, batchId, leaves);
-  }
-
-  /** See proof-claims.ts {@link steps.finish}. */
-  finish(batchId: string, now: number): Promise<void> {
-    return steps.finish(this.#db, batchId, now);
-  }
-
   /** Batches left `claiming` or `building`, oldest window first. */
   async unfinishedBatches(): Promise<ProofBatchRow[]> {
-    return (await steps.unfinishedBatches(this.#db)).map(fromBatchRow);
+    const rows = await this.#db
+      .selectFrom('proof_batches')
+      .selectAll()
+      .where('state', 'in', ['claiming', 'building'])
+      .orderBy('window_start', 'asc')
+      .execute();
+    return rows.map(fromBatchRow);
   }
 
   /** Built batches not yet sealed whose next attempt is due at `now`, oldest window first. */
