@@ -19,7 +19,8 @@
  * through `/v1/forward/…` instead of `POST /v1/proxy`), PROXY_BENCH_PROFILE=cs_sqlite|cs_pg|floor
  * (`--cpu-prof` of that process into $TMPDIR/proxy-bench-prof), PROXY_BENCH_CS_FLAGS (extra Node
  * flags for the Countersign processes, e.g. `--single-threaded-gc`), PROXY_BENCH_LOAD_CORE /
- * PROXY_BENCH_PROXY_CORE.
+ * PROXY_BENCH_PROXY_CORE, PROXY_BENCH_SPIN=1 (the load generator busy-waits for each due time, as
+ * before 2026-11-26 evening: punctual, but it keeps the load core busy; see load.ts).
  */
 import fs from 'node:fs';
 import os from 'node:os';

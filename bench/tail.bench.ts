@@ -15,7 +15,7 @@
  * upstream directly, same harness: the load generator's and upstream's own tail), TAIL_TARGET=floor
  * (the bare Node.js proxy in Countersign's place: the floor's CPU per call at this rate), TAIL_PROOF=1
  * (every call asks for a proof; the process runs the proof batcher), TAIL_DUMP=file
- * (writes the samples and the events as JSON, for a closer look).
+ * (writes the samples and the events as JSON, for a closer look), PROXY_BENCH_SPIN=1 (see load.ts).
  */
 import fs from 'node:fs';
 import os from 'node:os';
