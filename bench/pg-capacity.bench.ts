@@ -17,7 +17,7 @@ import path from 'node:path';
 import pg from 'pg';
 import { freshDatabase } from './fresh-database.js';
 import { deriveEnvelopeKey, randomNonce } from '@countersign/core';
-import { Store, type NewLog } from '../packages/server/src/store/index.js';
+import { Store, type NewLog, type RowRef } from '../packages/server/src/store/index.js';
 import { PgWriter } from '../packages/server/src/store/pg-writer.js';
 import { sealProxyPayload, type ProxyPayload } from '../packages/server/src/proxy/record.js';
 
@@ -87,6 +87,11 @@ function row(id: string, payload: string, instanceId: string): NewLog {
   };
 }
 
+/** The rows a write inserted, as the refs their outcomes name (the seq each insert returned). */
+function refsOf(ids: string[], seqs: Float64Array): RowRef[] {
+  return ids.map((id, k) => ({ projectId: 'prj_capacity', id, seq: seqs[k]! }));
+}
+
 const pct = (xs: number[], p: number) =>
   xs.length ? [...xs].sort((a, b) => a - b)[Math.min(xs.length - 1, Math.floor(xs.length * p))]! : 0;
 
@@ -119,14 +124,14 @@ export default async function pgCapacity(): Promise<Record<string, unknown>> {
     };
     const before = await stat();
     const writer = new PgWriter(db.url, 30_000);
-    let previous: string[] = [];
+    let previous: RowRef[] = [];
     for (let b = 0; b < 2000 / BATCH; b++) {
       const ids = Array.from({ length: BATCH }, nextId);
-      await writer.write(
+      const written = await writer.write(
         {
           inserts: ids.map((id) => row(id, sample.pending, store.instance.id)),
-          outcomes: previous.map((id) => ({
-            id,
+          outcomes: previous.map((ref) => ({
+            ref,
             c: {
               status: 'complete' as const,
               payload: sample.final,
@@ -139,13 +144,13 @@ export default async function pgCapacity(): Promise<Record<string, unknown>> {
         },
         far(),
       );
-      previous = ids;
+      previous = refsOf(ids, written.seqs);
     }
     await writer.write(
       {
         inserts: [],
-        outcomes: previous.map((id) => ({
-          id,
+        outcomes: previous.map((ref) => ({
+          ref,
           c: { status: 'complete' as const, payload: sample.final, payloadHash: sample.hash, completedAt: Date.now() },
         })),
         refusals: [],
@@ -176,11 +181,16 @@ export default async function pgCapacity(): Promise<Record<string, unknown>> {
       while (Date.now() < until) {
         const id = nextId();
         const t0 = performance.now();
-        await w.write({ inserts: [row(id, sample.pending, store.instance.id)], outcomes: [], refusals: [] }, far());
+        const written = await w.write({ inserts: [row(id, sample.pending, store.instance.id)], outcomes: [], refusals: [] }, far());
         await w.write(
           {
             inserts: [],
-            outcomes: [{ id, c: { status: 'complete', payload: sample.final, payloadHash: sample.hash, completedAt: Date.now() } }],
+            outcomes: [
+              {
+                ref: refsOf([id], written.seqs)[0]!,
+                c: { status: 'complete', payload: sample.final, payloadHash: sample.hash, completedAt: Date.now() },
+              },
+            ],
             refusals: [],
           },
           far(),
@@ -202,15 +212,15 @@ export default async function pgCapacity(): Promise<Record<string, unknown>> {
       await Promise.all(
         Array.from({ length: writers }, async () => {
           const w = new PgWriter(db.url, 30_000);
-          let prev: string[] = [];
+          let prev: RowRef[] = [];
           while (Date.now() < until) {
             const ids = Array.from({ length: BATCH }, nextId);
             const t0 = performance.now();
-            await w.write(
+            const written = await w.write(
               {
                 inserts: ids.map((id) => row(id, sample.pending, store.instance.id)),
-                outcomes: prev.map((id) => ({
-                  id,
+                outcomes: prev.map((ref) => ({
+                  ref,
                   c: { status: 'complete' as const, payload: sample.final, payloadHash: sample.hash, completedAt: Date.now() },
                 })),
                 refusals: [],
@@ -219,7 +229,7 @@ export default async function pgCapacity(): Promise<Record<string, unknown>> {
             );
             lat.push(performance.now() - t0);
             calls += prev.length;
-            prev = ids;
+            prev = refsOf(ids, written.seqs);
           }
           await w.close();
         }),

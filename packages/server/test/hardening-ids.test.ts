@@ -113,31 +113,36 @@ for (const store of STORES) {
         assert.equal(await st.proofs.receipt('prj_live_c', id), undefined);
       });
 
-      await s.test("a proxy outcome completes the proxy record only, never another project's /v1/log entry with that id", async () => {
-        const shared = 'log_' + randomNonce();
-        const logEntry = proofLog(2000, { id: shared, projectId: 'prj_live_a', requestProof: false, payload: '{"mine":true}' });
-        const pending = proofLog(2000, {
-          id: shared,
-          projectId: 'prj_live_b',
-          source: 'proxy',
-          status: 'pending',
-          requestProof: false,
-          payload: '{"pending":true}',
-          payloadHash: null,
-        });
-        assert.deepEqual(await st.logs.insertMany([logEntry, pending]), [true, true]);
-        const written = await st.proxyOutcomes.complete(shared, {
-          status: 'complete',
-          payload: '{"done":true}',
-          payloadHash: null,
-          completedAt: 3000,
-        });
-        assert.equal(written, true);
-        assert.equal((await st.logs.get('prj_live_b', shared))?.payload, '{"done":true}');
-        const untouched = await st.logs.get('prj_live_a', shared);
-        assert.equal(untouched?.payload, '{"mine":true}');
-        assert.equal(untouched?.status, 'complete');
-        assert.equal(untouched?.completedAt, null);
+      await s.test("a proxy outcome completes the proxy record it names, never another project's /v1/log entry with that id", async () => {
+        const outcome = (payload: string) => ({ status: 'complete' as const, payload, payloadHash: null, completedAt: 3000 });
+        for (const by of ['seq', 'project and id'] as const) {
+          const shared = 'log_' + randomNonce();
+          const logEntry = proofLog(2000, { id: shared, projectId: 'prj_live_a', requestProof: false, payload: '{"mine":true}' });
+          const pending = proofLog(2000, {
+            id: shared,
+            projectId: 'prj_live_b',
+            source: 'proxy',
+            status: 'pending',
+            requestProof: false,
+            payload: '{"pending":true}',
+            payloadHash: null,
+          });
+          const entrySeq = await st.logs.insertReturningSeq(logEntry);
+          const pendingSeq = await st.logs.insertReturningSeq(pending);
+          assert.ok(entrySeq > 0 && pendingSeq > entrySeq, 'each insert tells its seq');
+          assert.equal((await st.logs.get('prj_live_b', shared))?.seq, pendingSeq);
+          assert.equal(await st.logs.insertReturningSeq(pending), 0, 'an id its project has: 0, nothing written');
+          // The /v1/log entry is never completed, whether named by its seq or by its project and id.
+          const entryRef = by === 'seq' ? { projectId: 'prj_live_a', id: shared, seq: entrySeq } : { projectId: 'prj_live_a', id: shared };
+          assert.equal(await st.proxyOutcomes.complete(entryRef, outcome('{"hijack":true}')), false);
+          const ref = by === 'seq' ? { projectId: 'prj_live_b', id: shared, seq: pendingSeq } : { projectId: 'prj_live_b', id: shared };
+          assert.equal(await st.proxyOutcomes.complete(ref, outcome('{"done":true}')), true, `found by ${by}`);
+          assert.equal((await st.logs.get('prj_live_b', shared))?.payload, '{"done":true}');
+          const untouched = await st.logs.get('prj_live_a', shared);
+          assert.equal(untouched?.payload, '{"mine":true}');
+          assert.equal(untouched?.status, 'complete');
+          assert.equal(untouched?.completedAt, null);
+        }
       });
     } finally {
       await st.close();

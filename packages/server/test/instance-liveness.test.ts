@@ -70,12 +70,15 @@ for (const store of STORES) {
       // What the batcher does when it claims a final record (store/proof-claims.ts claimChunk).
       const db = t.app.ctx.store.db as unknown as Kysely<ProofDatabase>;
       await db.updateTable('logs').set({ proof_batch_id: 'batch_x' }).where('id', '=', id).execute();
-      const written = await t.app.ctx.store.proxyOutcomes.complete(id, {
-        status: 'complete',
-        payload: '{"late":true}',
-        payloadHash: 'cd'.repeat(32),
-        completedAt: Date.now(),
-      });
+      const written = await t.app.ctx.store.proxyOutcomes.complete(
+        { projectId, id },
+        {
+          status: 'complete',
+          payload: '{"late":true}',
+          payloadHash: 'cd'.repeat(32),
+          completedAt: Date.now(),
+        },
+      );
       assert.equal(written, false);
       const row = await t.app.ctx.store.logs.get(projectId, id);
       assert.equal(row?.status, 'interrupted');

@@ -229,12 +229,15 @@ for (const kind of STORES) {
       // A write stamped inside the first window that commits after it was claimed, and one of the next window.
       const late = await insert(store, [proofLog(T0 + 999), proofLog(T0 + W + 1)]);
       // The proxied exchange ends in the third window; its completion time decides its window.
-      await store.proxyOutcomes.complete(inFlight.id, {
-        status: 'complete',
-        payload: '{}',
-        payloadHash: payloadHashHex({ done: 1 }),
-        completedAt: T0 + 2 * W + 1,
-      });
+      await store.proxyOutcomes.complete(
+        { projectId: inFlight.projectId, id: inFlight.id },
+        {
+          status: 'complete',
+          payload: '{}',
+          payloadHash: payloadHashHex({ done: 1 }),
+          completedAt: T0 + 2 * W + 1,
+        },
+      );
       clock.now = T0 + 2 * W + GRACE;
       const p2 = await batcher.pass();
       assert.equal(p2.claimed?.treeSize, 2, 'both late logs, but not the exchange that ended in the next window');

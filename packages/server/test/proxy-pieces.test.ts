@@ -222,21 +222,22 @@ test('owed outcomes: kept within a byte bound, written in order, held while the 
   const written: string[] = [];
   const owed = new OwedOutcomes(
     {
-      complete: async (id) => {
+      complete: async (ref) => {
         if (down) throw new Error('Connection terminated unexpectedly');
-        written.push(id);
-        return id !== 'log_sealed';
+        written.push(`${ref.projectId}/${ref.id}/${ref.seq}`);
+        return ref.id !== 'log_sealed';
       },
     },
     10,
   );
   const c = (payload: string) => ({ status: 'complete' as const, payload, payloadHash: null, completedAt: 1 });
-  assert.equal(owed.add('log_a', c('1234')), true);
-  assert.equal(owed.add('log_sealed', c('1234')), true);
-  assert.equal(owed.add('log_big', c('123')), false, 'over the bound: not kept');
+  const ref = (id: string, seq: number) => ({ projectId: 'prj_a', id, seq });
+  assert.equal(owed.add(ref('log_a', 7), c('1234')), true);
+  assert.equal(owed.add(ref('log_sealed', 8), c('1234')), true);
+  assert.equal(owed.add(ref('log_big', 9), c('123')), false, 'over the bound: not kept');
   assert.deepEqual(await owed.retry(), { written: 0, refused: 0, left: 2 });
   down = false;
   assert.deepEqual(await owed.retry(), { written: 1, refused: 1, left: 0 });
-  assert.deepEqual(written, ['log_a', 'log_sealed']);
-  assert.equal(owed.add('log_big', c('123')), true, 'room again once written');
+  assert.deepEqual(written, ['prj_a/log_a/7', 'prj_a/log_sealed/8'], 'each written with the row it names');
+  assert.equal(owed.add(ref('log_big', 9), c('123')), true, 'room again once written');
 });

@@ -5,8 +5,9 @@
  * by a sequential scan of `logs`: every batch became O(table) (40 ms a batch after 5,000 rows;
  * the proxy fell to 200 calls/s). The writer's connection now runs with sequential scans off
  * (every statement it runs has an index to use). Asserted without timing: over 60 batches of
- * pending inserts and earlier outcomes, against a table of 3,000 rows, the writer does not scan
- * `logs` each batch (a backend's scan counts are read once it has ended).
+ * pending inserts and earlier outcomes (named by seq, and 10 more naming rows by project and
+ * id), against a table of 3,000 rows, the writer does not scan `logs` each batch (a backend's
+ * scan counts are read once it has ended).
  */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
@@ -34,11 +35,18 @@ for (const _ of STORES.filter((s) => s === 'postgres'))
           requestProof: false,
           instanceId: st.instance.id,
         });
-      const outcome = (i: number) => ({
-        id: `log_plan_${i}`,
+      // The seq each insert returned, by row number: what the proxy hands back with the outcome.
+      const seqOf = new Map<number, number>();
+      const outcome = (i: number, by: 'seq' | 'key' = 'seq') => ({
+        ref: { projectId: 'prj_plan', id: `log_plan_${i}`, ...(by === 'seq' ? { seq: seqOf.get(i)! } : {}) },
         c: { status: 'complete' as const, payload: '{"done":true}', payloadHash: 'cd'.repeat(32), completedAt: Date.now() },
       });
       const far = () => Date.now() + 5000;
+      const write = async (from: number, ins: NewLog[], outs: ReturnType<typeof outcome>[]) => {
+        const r = await writer.write({ inserts: ins, outcomes: outs, refusals: [] }, far());
+        r.seqs.forEach((seq, k) => seqOf.set(from + k, seq));
+        return r;
+      };
       const scans = async () =>
         Number(
           (await admin.query<{ seq_scan: string }>("select seq_scan from pg_stat_user_tables where relname = 'logs'")).rows[0]!.seq_scan,
@@ -47,21 +55,26 @@ for (const _ of STORES.filter((s) => s === 'postgres'))
       // Small batches of the hot shape first, while the table is nearly empty: the executions a
       // generic plan is made from.
       let n = 0;
-      await writer.write({ inserts: [row(n++)], outcomes: [], refusals: [] }, far());
-      for (let b = 0; b < 10; b++) {
-        await writer.write({ inserts: [row(n++)], outcomes: [outcome(n - 2)], refusals: [] }, far());
-      }
+      await write(n, [row(n++)], []);
+      for (let b = 0; b < 10; b++) await write(n, [row(n++)], [outcome(n - 2)]);
       // Grow the table as traffic does, with no ANALYZE in between (autovacuum lags behind).
-      for (let b = 0; b < 30; b++) {
-        const ins = Array.from({ length: 100 }, () => row(n++));
-        await writer.write({ inserts: ins, outcomes: [], refusals: [] }, far());
-      }
+      for (let b = 0; b < 30; b++)
+        await write(
+          n,
+          Array.from({ length: 100 }, () => row(n++)),
+          [],
+        );
       // The hot pattern: each batch carries new pending records and the outcomes of earlier ones.
       for (let b = 0; b < 60; b++) {
-        const ins = [row(n++), row(n++), row(n++)];
-        const outs = [outcome(n - 3), outcome(n - 2)];
-        const r = await writer.write({ inserts: ins, outcomes: outs, refusals: [] }, far());
+        const from = n;
+        const r = await write(from, [row(n++), row(n++), row(n++)], [outcome(n - 3), outcome(n - 2)]);
         assert.deepEqual([...r.inserted], [1, 1, 1]);
+        assert.ok([...r.seqs].every((seq) => seq > 0));
+        assert.deepEqual([...r.completed], [1, 1]);
+      }
+      // Outcomes without a seq (owed ones) find their rows through the unique (project, id) index.
+      for (let b = 0; b < 10; b++) {
+        const r = await write(n, [], [outcome(100 + 2 * b, 'key'), outcome(101 + 2 * b, 'key')]);
         assert.deepEqual([...r.completed], [1, 1]);
       }
       // A backend reports its table statistics when idle for a while or when it ends: end it.
@@ -71,7 +84,7 @@ for (const _ of STORES.filter((s) => s === 'postgres'))
         await new Promise((r) => setTimeout(r, 100));
         after = await scans();
       }
-      // A plan that scans does so on every one of the 70 batches with outcomes.
+      // A plan that scans does so on every one of the 80 batches with outcomes.
       assert.ok(after - before <= 15, `sequential scans of logs by the writer: ${after - before} (a generic plan scans on every batch)`);
     } finally {
       await admin.end();

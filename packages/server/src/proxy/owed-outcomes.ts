@@ -8,11 +8,11 @@
  * outcome is dropped with an error in the log, and its record becomes `interrupted` once this
  * instance is gone, as before.
  */
-import type { LogCompletion } from '../store/index.js';
+import type { LogCompletion, RowRef } from '../store/index.js';
 
 /** The writer this needs (the store's group-committed outcome writer). */
 export interface OutcomeWriter {
-  complete(id: string, c: LogCompletion): Promise<boolean>;
+  complete(ref: RowRef, c: LogCompletion): Promise<boolean>;
 }
 
 /** What one retry pass did. */
@@ -30,7 +30,8 @@ export const OWED_OUTCOME_BYTES = 64 * 1024 * 1024;
 
 /** Outcomes waiting for the store, oldest first. */
 export class OwedOutcomes {
-  readonly #owed = new Map<string, LogCompletion>();
+  /** By log id (unique among this instance's calls: ids carry 89 random bits). */
+  readonly #owed = new Map<string, { ref: RowRef; c: LogCompletion }>();
   #bytes = 0;
 
   constructor(
@@ -44,10 +45,10 @@ export class OwedOutcomes {
   }
 
   /** Keeps an outcome to write later; false when the bound is reached (the outcome is not kept). */
-  add(id: string, c: LogCompletion): boolean {
+  add(ref: RowRef, c: LogCompletion): boolean {
     const size = c.payload.length;
     if (this.#bytes + size > this.maxBytes) return false;
-    this.#owed.set(id, c);
+    this.#owed.set(ref.id, { ref, c });
     this.#bytes += size;
     return true;
   }
@@ -55,10 +56,10 @@ export class OwedOutcomes {
   /** Writes the owed outcomes in order; stops at the first failure (the store is still down). */
   async retry(): Promise<RetryResult> {
     const result: RetryResult = { written: 0, refused: 0, left: 0 };
-    for (const [id, c] of this.#owed) {
+    for (const [id, { ref, c }] of this.#owed) {
       let stored: boolean;
       try {
-        stored = await this.writer.complete(id, c);
+        stored = await this.writer.complete(ref, c);
       } catch {
         break;
       }

@@ -21,7 +21,7 @@ import type { IngestPrincipal } from '../auth/principal.js';
 import { ApiError, type ApiErrorCode } from '../errors.js';
 import { recordHandoverEvent } from '../events/security.js';
 import type { IngestStamp } from '../ingest/stamp.js';
-import type { LogCompletion } from '../store/index.js';
+import type { LogCompletion, RowRef } from '../store/index.js';
 import { BodyCapture, type CapturedBody } from './capture.js';
 import { redactHeaders } from './headers.js';
 import { summarizeLlmExchange } from './llm/index.js';
@@ -131,9 +131,11 @@ export async function runExchange(
   // Write ahead: the request half is committed before anything goes upstream.
   const key = await keyPromise;
   const sealedPending = await pendingSealed;
+  // The row the outcome completes: found by the seq this insert returns (proxy-outcomes.ts).
+  const row: RowRef = { projectId: fields.projectId, id: fields.id, seq: 0 };
   try {
-    const inserted = await ctx.store.logs.insert(newProxyLog(fields, sealedPending, 'pending', { instanceId: ctx.store.instance.id }));
-    if (!inserted) throw new Error('log id collision');
+    row.seq = await ctx.store.logs.insertReturningSeq(newProxyLog(fields, sealedPending, 'pending', { instanceId: ctx.store.instance.id }));
+    if (row.seq === 0) throw new Error('log id collision');
   } catch (err) {
     request.log.error({ err: errorSummary(err), logId: fields.id }, 'write-ahead record refused; call not forwarded');
     throw new ApiError('log_store_unavailable', 'the audit store cannot take the record right now; nothing was forwarded, retry later');
@@ -167,7 +169,7 @@ export async function runExchange(
     const final = finalPayload(pending, result, performance.now() - started, finalRequest);
     const llm = summarize(call, final, result);
     if (llm) final.llm = llm;
-    await commitOutcome(app, runtime, request, fields.id, final, result, key, finalRequest === recordedRequest ? requestJcs : undefined);
+    await commitOutcome(app, runtime, request, row, final, result, key, finalRequest === recordedRequest ? requestJcs : undefined);
     finishResponse(exchange, res, request, result, fields.id);
   } catch (err) {
     // After hijack nothing upstream of here answers for us: never leave the caller hanging.
@@ -240,13 +242,14 @@ async function commitOutcome(
   app: FastifyInstance,
   runtime: ProxyRuntime,
   request: FastifyRequest,
-  logId: string,
+  row: RowRef,
   final: ProxyPayload,
   result: ExchangeResult,
   key: EnvelopeKey,
   requestJcs: string | undefined,
 ): Promise<void> {
   const { ctx } = app;
+  const logId = row.id;
   let completion: LogCompletion | undefined;
   try {
     let sealed: SealedPayload;
@@ -267,13 +270,13 @@ async function commitOutcome(
       firstByteMs: result.firstByteMs !== undefined ? round(result.firstByteMs) : null,
       durationMs: final.timings?.totalMs ?? null,
     };
-    const written = await ctx.store.proxyOutcomes.complete(logId, completion);
+    const written = await ctx.store.proxyOutcomes.complete(row, completion);
     if (!written) request.log.error({ logId }, 'proxy outcome not written: the record was already sealed into a proof batch');
   } catch (err) {
     // The caller still gets its answer. The sealed outcome is kept and written once the store
     // is back (owed-outcomes.ts); if it cannot be kept, the record stays pending and becomes
     // interrupted once this instance is gone.
-    const kept = completion !== undefined && runtime.owed.add(logId, completion);
+    const kept = completion !== undefined && runtime.owed.add(row, completion);
     request.log.error(
       { err: errorSummary(err), logId, kept },
       kept ? 'could not commit a proxy outcome; kept to write again' : 'could not commit a proxy outcome',

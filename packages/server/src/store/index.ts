@@ -24,6 +24,7 @@ export { DEFAULT_STORE_TIMEOUT_MS } from './open.js';
 export { StoreTimeoutError } from './log-writer.js';
 export type { ProjectRow, ApiKeyRow } from './projects.js';
 export type { NewLog, LogRow, LogCompletion, LogFilter } from './logs.js';
+export type { RowRef } from './log-writer.js';
 export type { EventRow } from './events.js';
 export type { NotifyChannel, NotifyHandler } from './notify.js';
 export type { NewTsaToken } from './tsa-witness.js';

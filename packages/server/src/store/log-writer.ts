@@ -28,16 +28,33 @@ export interface Refusal {
   at: number;
 }
 
+/**
+ * The stored row an outcome completes: its project and id (unique together, migration 005) and,
+ * when the caller has it from the insert of the pending record, its `seq` (the primary key). The
+ * backends find the row by `seq`, else by the unique (project, id) index: never by id alone,
+ * which no index serves.
+ */
+export interface RowRef {
+  projectId: string;
+  id: string;
+  seq?: number | undefined;
+}
+
 /** One group of writes, committed by a backend as one transaction per kind (or one in all). */
 export interface WriteBatch {
   inserts: NewLog[];
-  outcomes: Array<{ id: string; c: LogCompletion }>;
+  outcomes: Array<{ ref: RowRef; c: LogCompletion }>;
   refusals: Refusal[];
 }
 
-/** Per row: 1 written, 0 not (an insert whose project and id existed; an outcome for a sealed or unknown record), 2 expired (not written: past the deadline). */
+/**
+ * Per row: 1 written, 0 not (an insert whose project and id existed; an outcome for a sealed or
+ * unknown record), 2 expired (not written: past the deadline). `seqs` holds the `seq` of each
+ * insert written (0 for the others).
+ */
 export interface WriteResult {
   inserted: Uint8Array;
+  seqs: Float64Array;
   completed: Uint8Array;
 }
 
@@ -70,16 +87,17 @@ export class StoreTimeoutError extends Error {
   }
 }
 
-interface Waiter {
-  resolve: (written: boolean) => void;
+/** A caller waiting for its row; an insert's learns the row's seq (0: its project had the id), an outcome's whether it was written. */
+interface Waiter<T> {
+  resolve: (value: T) => void;
   reject: (e: unknown) => void;
 }
 
 /** The writes of one turn of the event loop, until they settle. */
 class Part {
   readonly batch: WriteBatch = { inserts: [], outcomes: [], refusals: [] };
-  readonly insertWaiters: Waiter[] = [];
-  readonly outcomeWaiters: Waiter[] = [];
+  readonly insertWaiters: Array<Waiter<number>> = [];
+  readonly outcomeWaiters: Array<Waiter<boolean>> = [];
   /** Callers were told it failed; its result now only decides compensation. */
   abandoned = false;
   constructor(readonly deadline: number) {}
@@ -121,8 +139,8 @@ export class LogWriter {
     readonly timeoutMs: number,
   ) {}
 
-  /** Inserts one entry; true when new, false when its project already had that id. */
-  insert(log: NewLog): Promise<boolean> {
+  /** Inserts one entry; resolves with its `seq`, or 0 when its project already had that id. */
+  insert(log: NewLog): Promise<number> {
     return new Promise((resolve, reject) => {
       const part = this.#part();
       part.batch.inserts.push(log);
@@ -132,10 +150,10 @@ export class LogWriter {
   }
 
   /** Writes the outcome of a proxied exchange; false when the record was sealed into a proof batch (or is unknown). */
-  complete(id: string, c: LogCompletion): Promise<boolean> {
+  complete(ref: RowRef, c: LogCompletion): Promise<boolean> {
     return new Promise((resolve, reject) => {
       const part = this.#part();
-      part.batch.outcomes.push({ id, c });
+      part.batch.outcomes.push({ ref, c });
       part.outcomeWaiters.push({ resolve, reject });
       this.#outcomeDepth.value++;
     });
@@ -251,7 +269,7 @@ export class LogWriter {
         const w = part.insertWaiters[k]!;
         if (!result) w.reject(error);
         else if (code === EXPIRED) w.reject(new StoreTimeoutError(this.timeoutMs));
-        else w.resolve(code === WRITTEN);
+        else w.resolve(code === WRITTEN ? result.seqs[i]! : 0);
       }
       for (let k = 0; k < outcomes.length; k++, o++) {
         if (part.abandoned) continue;

@@ -101,13 +101,21 @@ export class LogRepository {
    * @returns true when inserted, false when an entry with this id already existed in its project.
    * @throws StoreTimeoutError past the store deadline, or the store's error (both: 503).
    */
-  insert(log: NewLog): Promise<boolean> {
+  async insert(log: NewLog): Promise<boolean> {
+    return (await this.writer.insert(log)) > 0;
+  }
+
+  /**
+   * Inserts one entry like {@link insert}, and tells where it went: its `seq`, which an outcome
+   * names to find the row by primary key (proxy-outcomes.ts); 0 when its project had that id.
+   */
+  insertReturningSeq(log: NewLog): Promise<number> {
     return this.writer.insert(log);
   }
 
   /** Inserts many entries (each idempotent on project and id); returns, per entry, whether it was new. */
-  insertMany(logs: NewLog[]): Promise<boolean[]> {
-    return Promise.all(logs.map((l) => this.writer.insert(l)));
+  async insertMany(logs: NewLog[]): Promise<boolean[]> {
+    return (await Promise.all(logs.map((l) => this.writer.insert(l)))).map((seq) => seq > 0);
   }
 
   /** Waits for every queued insert (and outcome: they share the writer). */

@@ -8,9 +8,9 @@
  *        upd as (update logs set … from unnest($18…$25) v where logs.seq = v.seq … returning …)
  *   select … from ins union all select … from upd
  *
- * Outcomes name the row by `seq`, remembered from the insert of its pending record (ids are
- * unique per project only, migration 005, and an outcome names the id alone); an outcome for a
- * record written elsewhere falls back to the id. The connection runs with `statement_timeout`
+ * Outcomes name the row by `seq`, which the insert of its pending record returned (RowRef in
+ * log-writer.ts); one whose caller has no seq (rare: an owed outcome) names it by project and id,
+ * through the unique index. The connection runs with `statement_timeout`
  * and `lock_timeout` at the store deadline, so a statement stuck behind a lock is cancelled and
  * rolled back rather than committing after its callers were told 503, and with sequential
  * scans off (see the constructor).
@@ -59,18 +59,22 @@ const names = (types: Array<[string, string]>) => types.map(([c]) => c).join(', 
 const INSERT = `insert into logs (${names(INSERT_TYPES)}) select * from unnest(${unnest(INSERT_TYPES, 1)}) on conflict (project_id, id) do nothing returning seq, project_id, id`;
 const SET = OUTCOME_TYPES.map(([c]) => `${c} = v.${c}`).join(', ');
 const GUARD = "logs.source = 'proxy' and logs.proof_batch_id is null";
-const updateBy = (key: 'seq' | 'id', from: number) =>
-  `update logs set ${SET}, instance_id = null from unnest(${unnest([[key, key === 'seq' ? 'int8' : 'text'], ...OUTCOME_TYPES], from)}) as v(${key}, ${names(OUTCOME_TYPES)}) where logs.${key} = v.${key} and ${GUARD} returning logs.${key} as k`;
+const updateBySeq = (from: number) =>
+  `update logs set ${SET}, instance_id = null from unnest(${unnest([['seq', 'int8'], ...OUTCOME_TYPES], from)}) as v(seq, ${names(OUTCOME_TYPES)}) where logs.seq = v.seq and ${GUARD} returning logs.seq as k`;
+const UPDATE_BY_KEY = `update logs set ${SET}, instance_id = null from unnest(${unnest(
+  [['project_id', 'text'], ['id', 'text'], ...OUTCOME_TYPES],
+  1,
+)}) as v(project_id, id, ${names(OUTCOME_TYPES)}) where logs.project_id = v.project_id and logs.id = v.id and ${GUARD} returning logs.project_id, logs.id`;
 
 /** The named statements (prepared once per connection). */
 const STATEMENTS = {
   insert: { name: 'cs_w_insert', text: INSERT },
-  update: { name: 'cs_w_update', text: updateBy('seq', 1) },
+  update: { name: 'cs_w_update', text: updateBySeq(1) },
   both: {
     name: 'cs_w_both',
-    text: `with ins as (${INSERT}), upd as (${updateBy('seq', INSERT_TYPES.length + 1)}) select 0 as w, seq as k, project_id, id from ins union all select 1, k, null, null from upd`,
+    text: `with ins as (${INSERT}), upd as (${updateBySeq(INSERT_TYPES.length + 1)}) select 0 as w, seq as k, project_id, id from ins union all select 1, k, null, null from upd`,
   },
-  updateById: { name: 'cs_w_update_by_id', text: updateBy('id', 1) },
+  updateByKey: { name: 'cs_w_update_by_key', text: UPDATE_BY_KEY },
   refuse: {
     name: 'cs_w_refuse',
     text: "update logs set status = 'failed', completed_at = v.at, instance_id = null from unnest($1::text[], $2::text[], $3::int8[]) as v(project_id, id, at) where logs.project_id = v.project_id and logs.id = v.id and logs.status = 'pending'",
@@ -106,31 +110,28 @@ function insertColumns(logs: NewLog[]): unknown[][] {
   return cols;
 }
 
-function outcomeColumns(rows: WriteBatch['outcomes'], keys: unknown[]): unknown[][] {
-  const cols: unknown[][] = [keys, ...OUTCOME_TYPES.map(() => new Array<unknown>(rows.length))];
+/** The outcome columns of `rows`, after the key columns `keys` (seq; or project id and id). */
+function outcomeColumns(rows: WriteBatch['outcomes'], keys: unknown[][]): unknown[][] {
+  const at = keys.length;
+  const cols: unknown[][] = [...keys, ...OUTCOME_TYPES.map(() => new Array<unknown>(rows.length))];
   for (let r = 0; r < rows.length; r++) {
     const c = rows[r]!.c;
-    cols[1]![r] = c.status;
-    cols[2]![r] = c.payload;
-    cols[3]![r] = c.payloadHash;
-    cols[4]![r] = c.completedAt;
-    cols[5]![r] = c.upstreamStatus ?? null;
-    cols[6]![r] = c.firstByteMs ?? null;
-    cols[7]![r] = c.durationMs ?? null;
-    cols[8]![r] = c.endedAt ?? null;
+    cols[at]![r] = c.status;
+    cols[at + 1]![r] = c.payload;
+    cols[at + 2]![r] = c.payloadHash;
+    cols[at + 3]![r] = c.completedAt;
+    cols[at + 4]![r] = c.upstreamStatus ?? null;
+    cols[at + 5]![r] = c.firstByteMs ?? null;
+    cols[at + 6]![r] = c.durationMs ?? null;
+    cols[at + 7]![r] = c.endedAt ?? null;
   }
   return cols;
 }
-
-/** Most pending-record seqs remembered (an outcome normally follows within seconds). */
-const SEQ_MAX = 200_000;
 
 /** Dedicated-connection backend for PostgreSQL. */
 export class PgWriter implements WriteBackend {
   readonly maxInflight: number;
   readonly #pool: pg.Pool;
-  /** seq of each pending record inserted here, by id, until its outcome. */
-  readonly #seqOf = new Map<string, number>();
 
   /**
    * @param connectionString the store's database.
@@ -158,8 +159,9 @@ export class PgWriter implements WriteBackend {
 
   async write(batch: WriteBatch, deadline: number): Promise<WriteResult> {
     const inserted = new Uint8Array(batch.inserts.length);
+    const seqs = new Float64Array(batch.inserts.length);
     const completed = new Uint8Array(batch.outcomes.length);
-    if (Date.now() >= deadline) return { inserted: inserted.fill(EXPIRED), completed: completed.fill(EXPIRED) };
+    if (Date.now() >= deadline) return { inserted: inserted.fill(EXPIRED), seqs, completed: completed.fill(EXPIRED) };
     // Within one batch the first of a (project, id) pair wins; the others report "existed".
     const firstOf = new Map<string, number>();
     const unique: NewLog[] = [];
@@ -170,17 +172,17 @@ export class PgWriter implements WriteBackend {
       unique.push(l);
     });
     const bySeq: number[] = [];
-    const byId: number[] = [];
-    batch.outcomes.forEach((o, i) => (this.#seqOf.has(o.id) ? bySeq : byId).push(i));
+    const byKey: number[] = [];
+    batch.outcomes.forEach((o, i) => (o.ref.seq ? bySeq : byKey).push(i));
     const seqOutcomes = bySeq.map((i) => batch.outcomes[i]!);
-    const seqs = seqOutcomes.map((o) => this.#seqOf.get(o.id)!);
+    const outcomeSeqs = seqOutcomes.map((o) => o.ref.seq!);
 
     const client = await this.#pool.connect();
     let broken: Error | undefined;
     try {
       let rows: Array<{ w?: number; k: number | string; project_id: string | null; id: string | null }> = [];
       const ins = unique.length > 0 ? insertColumns(unique) : undefined;
-      const upd = seqOutcomes.length > 0 ? outcomeColumns(seqOutcomes, seqs) : undefined;
+      const upd = seqOutcomes.length > 0 ? outcomeColumns(seqOutcomes, [outcomeSeqs]) : undefined;
       if (ins && upd) rows = (await client.query({ ...STATEMENTS.both, values: [...ins, ...upd] })).rows;
       else if (ins)
         rows = (await client.query({ ...STATEMENTS.insert, values: ins })).rows.map((r) => ({
@@ -195,31 +197,29 @@ export class PgWriter implements WriteBackend {
         if (r.w === 0) {
           const i = firstOf.get(r.project_id + '\u0000' + r.id)!;
           inserted[i] = 1;
-          if (batch.inserts[i]!.status === 'pending') this.#seqOf.set(r.id!, Number(r.k));
+          seqs[i] = Number(r.k);
         }
       }
       const doneSeqs = new Set(rows.filter((r) => r.w === 1).map((r) => Number(r.k)));
-      bySeq.forEach((i, j) => (completed[i] = doneSeqs.has(seqs[j]!) ? 1 : 0));
-      for (const o of seqOutcomes) this.#seqOf.delete(o.id);
-      // Rare: outcomes of records this connection did not insert, and compensations.
-      if (byId.length > 0) {
-        const idRows = byId.map((i) => batch.outcomes[i]!);
-        const r = await client.query<{ k: string }>({
-          ...STATEMENTS.updateById,
-          values: outcomeColumns(
-            idRows,
-            idRows.map((o) => o.id),
-          ),
+      bySeq.forEach((i, j) => (completed[i] = doneSeqs.has(outcomeSeqs[j]!) ? 1 : 0));
+      // Rare: outcomes whose caller has no seq (owed ones), and compensations.
+      if (byKey.length > 0) {
+        const keyRows = byKey.map((i) => batch.outcomes[i]!);
+        const r = await client.query<{ project_id: string; id: string }>({
+          ...STATEMENTS.updateByKey,
+          values: outcomeColumns(keyRows, [keyRows.map((o) => o.ref.projectId), keyRows.map((o) => o.ref.id)]),
         });
-        const done = new Set(r.rows.map((x) => x.k));
-        byId.forEach((i) => (completed[i] = done.has(batch.outcomes[i]!.id) ? 1 : 0));
+        const done = new Set(r.rows.map((x) => x.project_id + '\u0000' + x.id));
+        byKey.forEach((i) => {
+          const ref = batch.outcomes[i]!.ref;
+          completed[i] = done.has(ref.projectId + '\u0000' + ref.id) ? 1 : 0;
+        });
       }
       if (batch.refusals.length > 0) {
         const rf = batch.refusals;
         await client.query({ ...STATEMENTS.refuse, values: [rf.map((r) => r.projectId), rf.map((r) => r.id), rf.map((r) => r.at)] });
       }
-      while (this.#seqOf.size > SEQ_MAX) this.#seqOf.delete(this.#seqOf.keys().next().value as string);
-      return { inserted, completed };
+      return { inserted, seqs, completed };
     } catch (e) {
       // A failed statement rolled back; a lost connection is replaced by the pool.
       broken = e as Error;

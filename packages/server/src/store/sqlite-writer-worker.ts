@@ -26,11 +26,9 @@ export interface WriterWorkerData {
   truncateIdleMs: number;
   /** `journal_size_limit`: what a restarted WAL is trimmed to, bytes. */
   walLimitBytes: number;
-  sql: { insert: string; completeBySeq: string; completeById: string; refuse: string };
+  sql: { insert: string; completeBySeq: string; completeByKey: string; refuse: string };
   /** Values per row in the flat arrays of a batch message. */
   widths: { insert: number; outcome: number; refusal: number };
-  /** Position of `status` and `id` in an insert row, of `id` in an outcome row. */
-  at: { insertStatus: number; insertId: number; outcomeId: number };
 }
 
 /** A batch posted by the main thread: rows as flat arrays of column values. */
@@ -43,10 +41,10 @@ export interface BatchMessage {
   refs: unknown[];
 }
 
-/** The worker's answer for each message of one transaction. */
+/** The worker's answer for each message of one transaction: row codes of inserts (`i`, with the `seq` of each written one in `s`) and outcomes (`o`). */
 export interface DoneMessage {
   t: 'done';
-  r: Array<{ n: number; i?: Uint8Array; o?: Uint8Array; e?: { code?: string; message: string } }>;
+  r: Array<{ n: number; i?: Uint8Array; s?: Float64Array; o?: Uint8Array; e?: { code?: string; message: string } }>;
 }
 
 /** The writer thread's body. */
@@ -65,15 +63,11 @@ export function sqliteWriterMain(
   db.pragma(`journal_size_limit = ${cfg.walLimitBytes}`);
   const insert = db.prepare(cfg.sql.insert);
   const completeBySeq = db.prepare(cfg.sql.completeBySeq);
-  const completeById = db.prepare(cfg.sql.completeById);
+  const completeByKey = db.prepare(cfg.sql.completeByKey);
   const refuse = db.prepare(cfg.sql.refuse);
   const IW = cfg.widths.insert;
   const OW = cfg.widths.outcome;
   const RW = cfg.widths.refusal;
-  // Rowid of each pending record written here, so that its outcome updates the row by primary
-  // key: ids are unique per project only (migration 005) and an outcome names the id alone.
-  const seqOf = new Map<string, number>();
-  const SEQ_MAX = 200_000;
   const expired = new Error('expired');
   let busyTimeout = cfg.busyTimeoutMs;
   let queue: BatchMessage[] = [];
@@ -84,12 +78,13 @@ export function sqliteWriterMain(
   let truncated = true;
 
   /** Runs the messages' rows; throws `expired` (rolling back) if a deadline passed meanwhile. */
-  const run = db.transaction((msgs: BatchMessage[], seqs: Array<[string, number]>, done: string[]) => {
-    const out: Array<{ n: number; i: Uint8Array; o: Uint8Array }> = [];
+  const run = db.transaction((msgs: BatchMessage[]) => {
+    const out: Array<{ n: number; i: Uint8Array; s: Float64Array; o: Uint8Array }> = [];
     let first = Infinity;
     for (const m of msgs) {
       first = Math.min(first, m.deadline);
       const i = new Uint8Array(m.ins.length / IW);
+      const s = new Float64Array(i.length);
       for (let k = 0, p = 0; p < m.ins.length; k++, p += IW) {
         const v = m.ins;
         const r = insert.run(
@@ -117,23 +112,21 @@ export function sqliteWriterMain(
         );
         if (r.changes > 0) {
           i[k] = 1;
-          if (v[p + cfg.at.insertStatus] === 'pending') seqs.push([v[p + cfg.at.insertId] as string, Number(r.lastInsertRowid)]);
+          s[k] = Number(r.lastInsertRowid);
         }
       }
       const o = new Uint8Array(m.outs.length / OW);
       for (let k = 0, p = 0; p < m.outs.length; k++, p += OW) {
+        // An outcome row: seq (or null), project id, id, then the columns it sets.
         const v = m.outs;
-        const id = v[p + cfg.at.outcomeId] as string;
-        const seq = seqOf.get(id);
         const r =
-          seq !== undefined
-            ? completeBySeq.run(v[p + 1], v[p + 2], v[p + 3], v[p + 4], v[p + 5], v[p + 6], v[p + 7], v[p + 8], seq)
-            : completeById.run(v[p + 1], v[p + 2], v[p + 3], v[p + 4], v[p + 5], v[p + 6], v[p + 7], v[p + 8], id);
+          v[p] !== null
+            ? completeBySeq.run(v[p + 3], v[p + 4], v[p + 5], v[p + 6], v[p + 7], v[p + 8], v[p + 9], v[p + 10], v[p])
+            : completeByKey.run(v[p + 3], v[p + 4], v[p + 5], v[p + 6], v[p + 7], v[p + 8], v[p + 9], v[p + 10], v[p + 1], v[p + 2]);
         if (r.changes > 0) o[k] = 1;
-        done.push(id);
       }
       for (let p = 0; p < m.refs.length; p += RW) refuse.run(m.refs[p + 2], m.refs[p], m.refs[p + 1]);
-      out.push({ n: m.n, i, o });
+      out.push({ n: m.n, i, s, o });
     }
     if (Date.now() >= first) throw expired;
     return out;
@@ -147,7 +140,13 @@ export function sqliteWriterMain(
       const keep: BatchMessage[] = [];
       for (const m of live) {
         if (m.deadline > now) keep.push(m);
-        else results.push({ n: m.n, i: new Uint8Array(m.ins.length / IW).fill(2), o: new Uint8Array(m.outs.length / OW).fill(2) });
+        else
+          results.push({
+            n: m.n,
+            i: new Uint8Array(m.ins.length / IW).fill(2),
+            s: new Float64Array(m.ins.length / IW),
+            o: new Uint8Array(m.outs.length / OW).fill(2),
+          });
       }
       live = keep;
       if (live.length === 0) break;
@@ -157,13 +156,8 @@ export function sqliteWriterMain(
         busyTimeout = wait;
         db.pragma(`busy_timeout = ${wait}`);
       }
-      const seqs: Array<[string, number]> = [];
-      const done: string[] = [];
       try {
-        for (const r of run.immediate(live, seqs, done)) results.push(r);
-        for (const id of done) seqOf.delete(id);
-        for (const [id, seq] of seqs) seqOf.set(id, seq);
-        while (seqOf.size > SEQ_MAX) seqOf.delete(seqOf.keys().next().value as string);
+        for (const r of run.immediate(live)) results.push(r);
         break;
       } catch (e) {
         if (e === expired) continue; // rolled back: drop what expired, commit the rest

@@ -14,7 +14,7 @@ import { channel } from 'node:diagnostics_channel';
 import type { Worker } from 'node:worker_threads';
 import { metrics } from '../metrics/registry.js';
 import type { LogCompletion, NewLog } from './logs.js';
-import type { WriteBackend, WriteBatch, WriteResult } from './log-writer.js';
+import type { RowRef, WriteBackend, WriteBatch, WriteResult } from './log-writer.js';
 import { sqliteWriterMain, type BatchMessage, type DoneMessage, type WriterWorkerData } from './sqlite-writer-worker.js';
 import {
   BackgroundCheckpointer,
@@ -51,7 +51,7 @@ export const INSERT_COLUMNS = [
   'ended_at',
 ] as const;
 
-/** Columns an outcome sets, in the order of its flat row (after the id). */
+/** Columns an outcome sets, in the order of its flat row (after seq, project id and id). */
 export const OUTCOME_COLUMNS = [
   'status',
   'payload',
@@ -68,10 +68,11 @@ const SET_OUTCOME = OUTCOME_COLUMNS.map((c) => `${c} = ?`).join(', ');
 // record is completed, never a /v1/log entry reusing its id in another project (migration 005).
 const OUTCOME_GUARD = "source = 'proxy' and proof_batch_id is null";
 
-const SQL: WriterWorkerData['sql'] = {
+/** The writer thread's statements (exported for the test that checks their query plans). */
+export const WRITER_SQL: WriterWorkerData['sql'] = {
   insert: `insert into logs (${INSERT_COLUMNS.join(', ')}) values (${INSERT_COLUMNS.map(() => '?').join(', ')}) on conflict (project_id, id) do nothing`,
   completeBySeq: `update logs set ${SET_OUTCOME}, instance_id = null where seq = ? and ${OUTCOME_GUARD}`,
-  completeById: `update logs set ${SET_OUTCOME}, instance_id = null where id = ? and ${OUTCOME_GUARD}`,
+  completeByKey: `update logs set ${SET_OUTCOME}, instance_id = null where project_id = ? and id = ? and ${OUTCOME_GUARD}`,
   refuse: "update logs set status = 'failed', completed_at = ?, instance_id = null where project_id = ? and id = ? and status = 'pending'",
 };
 
@@ -102,10 +103,12 @@ export function pushInsert(out: unknown[], l: NewLog): void {
   );
 }
 
-/** Appends one outcome row (id, then {@link OUTCOME_COLUMNS}) to a flat array. */
-export function pushOutcome(out: unknown[], id: string, c: LogCompletion): void {
+/** Appends one outcome row (seq or null, project id, id, then {@link OUTCOME_COLUMNS}) to a flat array. */
+export function pushOutcome(out: unknown[], ref: RowRef, c: LogCompletion): void {
   out.push(
-    id,
+    ref.seq ? ref.seq : null,
+    ref.projectId,
+    ref.id,
     c.status,
     c.payload,
     c.payloadHash,
@@ -178,9 +181,8 @@ export class SqliteWriter implements WriteBackend {
       closeEveryMs: CHECKPOINT_POLICY.closeEveryMs,
       truncateIdleMs: CHECKPOINT_POLICY.truncateIdleMs,
       walLimitBytes: WAL_LIMIT_BYTES,
-      sql: SQL,
-      widths: { insert: INSERT_COLUMNS.length, outcome: OUTCOME_COLUMNS.length + 1, refusal: 3 },
-      at: { insertStatus: INSERT_COLUMNS.indexOf('status'), insertId: 0, outcomeId: 0 },
+      sql: WRITER_SQL,
+      widths: { insert: INSERT_COLUMNS.length, outcome: OUTCOME_COLUMNS.length + 3, refusal: 3 },
     };
     const worker = startSqliteThread(sqliteWriterMain, data, [runCheckpoint]);
     this.#starting = new Promise<Worker>((resolve, reject) => {
@@ -209,7 +211,7 @@ export class SqliteWriter implements WriteBackend {
       const w = this.#take(r.n);
       if (!w) continue;
       if (r.e) w.reject(Object.assign(new Error(r.e.message), r.e.code ? { code: r.e.code } : {}));
-      else w.resolve({ inserted: r.i!, completed: r.o! });
+      else w.resolve({ inserted: r.i!, seqs: r.s!, completed: r.o! });
     }
   }
 
@@ -217,7 +219,7 @@ export class SqliteWriter implements WriteBackend {
     const ins: unknown[] = [];
     for (const l of batch.inserts) pushInsert(ins, l);
     const outs: unknown[] = [];
-    for (const { id, c } of batch.outcomes) pushOutcome(outs, id, c);
+    for (const { ref, c } of batch.outcomes) pushOutcome(outs, ref, c);
     const refs: unknown[] = [];
     for (const r of batch.refusals) refs.push(r.projectId, r.id, r.at);
     const n = ++this.#n;
