@@ -92,3 +92,31 @@ for (const _ of STORES.filter((s) => s === 'postgres'))
       await st.close();
     }
   });
+
+// PostgreSQL only: migration 013.
+for (const _ of STORES.filter((s) => s === 'postgres'))
+  test('PostgreSQL stores log payloads out of line without compressing them (ciphertext does not compress)', async () => {
+    const url = await freshPostgresDatabase();
+    const st = await Store.open({ dataDir: tempDir(), databaseUrl: url });
+    const admin = new pg.Client({ connectionString: url });
+    await admin.connect();
+    try {
+      const storage = await admin.query<{ attstorage: string }>(
+        "select attstorage from pg_attribute where attrelid = 'logs'::regclass and attname = 'payload'",
+      );
+      assert.equal(storage.rows[0]?.attstorage, 'e', 'STORAGE EXTERNAL');
+      // A payload far over the TOAST threshold, and one PostgreSQL could compress: stored as it is.
+      const big = proofLog(Date.now(), { projectId: 'prj_storage', payload: JSON.stringify({ ct: 'A'.repeat(20_000) }) });
+      assert.equal(await st.logs.insert(big), true);
+      const stored = await admin.query<{ method: string | null; bytes: number }>(
+        'select pg_column_compression(payload) as method, pg_column_size(payload) as bytes from logs where id = $1',
+        [big.id],
+      );
+      assert.equal(stored.rows[0]?.method, null, 'not compressed');
+      assert.ok(stored.rows[0]!.bytes >= big.payload.length, `stored size ${stored.rows[0]!.bytes}`);
+      assert.equal((await st.logs.get('prj_storage', big.id))?.payload, big.payload);
+    } finally {
+      await admin.end();
+      await st.close();
+    }
+  });

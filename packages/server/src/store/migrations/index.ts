@@ -16,6 +16,7 @@ import * as m009 from './009_retention.js';
 import * as m010 from './010_embed_origins.js';
 import * as m011 from './011_spans.js';
 import * as m012 from './012_proof_batch_index.js';
+import * as m013 from './013_payload_storage.js';
 
 /** One migration: a name (sort order) and its `up`. */
 export interface Migration {
@@ -37,4 +38,5 @@ export const MIGRATIONS: Migration[] = [
   { name: '010_embed_origins', up: m010.up },
   { name: '011_spans', up: m011.up },
   { name: '012_proof_batch_index', up: m012.up },
+  { name: '013_payload_storage', up: m013.up },
 ];
