@@ -10,6 +10,7 @@
  * 429 `key_busy` when the key is over its share, 503 `server_busy` when the process is, both
  * with `Retry-After`. Nothing is written for a refused call.
  */
+import type { ServerResponse } from 'node:http';
 import { Transform } from 'node:stream';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { ApiError } from '../errors.js';
@@ -88,44 +89,10 @@ export class AdmissionBudget {
       return { refused: 'key', what: 'calls', limit: l.maxInflightCallsPerKey };
     if (l.maxInflightCalls > 0 && this.#total.calls + 1 > l.maxInflightCalls)
       return { refused: 'process', what: 'calls', limit: l.maxInflightCalls };
-    const over = this.#bytesRefusal(mine, bytes, 0);
+    const over = bytesRefusal(l, mine, this.#total, bytes, 0);
     if (over) return over;
-    mine.calls += 1;
-    this.#total.calls += 1;
     if (!this.#perKey.has(key)) this.#remember(key, mine);
-    this.#add(mine, bytes);
-    let reserved = bytes;
-    let released = false;
-    return {
-      get bytes() {
-        return reserved;
-      },
-      grow: (more) => {
-        if (released) return undefined;
-        const refusal = this.#bytesRefusal(mine, more, 1);
-        if (refusal) return refusal;
-        this.#add(mine, more);
-        reserved += more;
-        return undefined;
-      },
-      release: () => {
-        if (released) return;
-        released = true;
-        this.#add(mine, -reserved);
-        mine.calls -= 1;
-        this.#total.calls -= 1;
-      },
-    };
-  }
-
-  /** The byte bound that `more` bytes would pass, per key first; `self` = calls of the asker already counted. */
-  #bytesRefusal(mine: Usage, more: number, self: number): AdmissionRefusal | undefined {
-    const l = this.#limits;
-    if (exceeds(mine.bytes, more, l.maxInflightBytesPerKey, mine.calls - self))
-      return { refused: 'key', what: 'bytes', limit: l.maxInflightBytesPerKey };
-    if (exceeds(this.#total.bytes, more, l.maxInflightBytes, this.#total.calls - self))
-      return { refused: 'process', what: 'bytes', limit: l.maxInflightBytes };
-    return undefined;
+    return new Ticket(l, mine, this.#total, bytes);
   }
 
   /**
@@ -138,10 +105,60 @@ export class AdmissionBudget {
     this.#perKey.set(key, usage);
   }
 
-  #add(mine: Usage, bytes: number): void {
+}
+
+/**
+ * An admitted call's reservation. A class, not an object of closures: one is made per call, and
+ * the response's listeners that release it are one shared function (see {@link admitOrThrow}).
+ */
+class Ticket implements AdmissionTicket {
+  #reserved: number;
+  #released = false;
+
+  constructor(
+    private readonly limits: AdmissionLimits,
+    private readonly mine: Usage,
+    private readonly total: Usage,
+    bytes: number,
+  ) {
+    this.#reserved = bytes;
+    mine.calls += 1;
+    total.calls += 1;
     mine.bytes += bytes;
-    this.#total.bytes += bytes;
+    total.bytes += bytes;
   }
+
+  get bytes(): number {
+    return this.#reserved;
+  }
+
+  grow(more: number): AdmissionRefusal | undefined {
+    if (this.#released) return undefined;
+    const refusal = bytesRefusal(this.limits, this.mine, this.total, more, 1);
+    if (refusal) return refusal;
+    this.mine.bytes += more;
+    this.total.bytes += more;
+    this.#reserved += more;
+    return undefined;
+  }
+
+  release(): void {
+    if (this.#released) return;
+    this.#released = true;
+    this.mine.bytes -= this.#reserved;
+    this.total.bytes -= this.#reserved;
+    this.mine.calls -= 1;
+    this.total.calls -= 1;
+  }
+}
+
+/** The byte bound that `more` bytes would pass, per key first; `self` = calls of the asker already counted. */
+function bytesRefusal(l: AdmissionLimits, mine: Usage, total: Usage, more: number, self: number): AdmissionRefusal | undefined {
+  if (exceeds(mine.bytes, more, l.maxInflightBytesPerKey, mine.calls - self))
+    return { refused: 'key', what: 'bytes', limit: l.maxInflightBytesPerKey };
+  if (exceeds(total.bytes, more, l.maxInflightBytes, total.calls - self))
+    return { refused: 'process', what: 'bytes', limit: l.maxInflightBytes };
+  return undefined;
 }
 
 /** True when adding `more` to `used` passes `limit` (0 = no limit), unless no other call is in flight there. */
@@ -238,14 +255,24 @@ export async function admitStream(request: FastifyRequest, reply: FastifyReply):
   admitOrThrow(request, reply, 0);
 }
 
+/** Where a response keeps its call's ticket, for {@link releaseTicket}. */
+const TICKET = Symbol('countersign.admissionTicket');
+
+/** Listener of a response's 'finish' and 'close': releases the ticket it carries (release is idempotent). */
+function releaseTicket(this: ServerResponse & { [TICKET]?: AdmissionTicket }): void {
+  this[TICKET]?.release();
+}
+
 function admitOrThrow(request: FastifyRequest, reply: FastifyReply, bytes: number): AdmissionTicket {
   const outcome = request.server.admission.admit(budgetKey(request), bytes);
   if (isRefusal(outcome)) throw refusalError(outcome);
-  const release = () => outcome.release();
-  // 'finish' when the answer is written; 'close' also when the connection ends first.
-  reply.raw.once('finish', release);
-  reply.raw.once('close', release);
-  if (reply.raw.destroyed) release();
+  const res = reply.raw as ServerResponse & { [TICKET]?: AdmissionTicket };
+  res[TICKET] = outcome;
+  // 'finish' when the answer is written; 'close' also when the connection ends first. One shared
+  // listener, no closure per call.
+  res.on('finish', releaseTicket);
+  res.on('close', releaseTicket);
+  if (res.destroyed) outcome.release();
   return outcome;
 }
 
