@@ -104,7 +104,6 @@ export class AdmissionBudget {
     if (this.#perKey.size >= MAX_KEYS) for (const [k, u] of this.#perKey) if (u.calls === 0 && u.bytes === 0) this.#perKey.delete(k);
     this.#perKey.set(key, usage);
   }
-
 }
 
 /**
