@@ -213,8 +213,8 @@ for (const store of STORES) {
 
     test('when the store cannot take the write-ahead record the call is refused with 503 and nothing is forwarded', async () => {
       const logs = t.app.ctx.store.logs;
-      const original = logs.insert.bind(logs);
-      logs.insert = async () => {
+      const original = logs.insertReturningSeq.bind(logs);
+      logs.insertReturningSeq = async () => {
         throw new Error('disk full');
       };
       try {
@@ -224,16 +224,16 @@ for (const store of STORES) {
         assert.equal(r.json.error.code, 'log_store_unavailable');
         assert.equal(up.requests.length, beforeUp);
       } finally {
-        logs.insert = original;
+        logs.insertReturningSeq = original;
       }
       assert.equal((await call({ target: up.url + '/echo', payload: {} })).status, 200);
     });
 
     test('the write-ahead record is committed before the upstream sees the request', async () => {
       const logs = t.app.ctx.store.logs;
-      const original = logs.insert.bind(logs);
+      const original = logs.insertReturningSeq.bind(logs);
       const order: string[] = [];
-      logs.insert = async (l) => {
+      logs.insertReturningSeq = async (l) => {
         const inserted = await original(l);
         order.push('committed');
         return inserted;
@@ -244,7 +244,7 @@ for (const store of STORES) {
         assert.equal(r.status, 200);
         order.push(`upstream had ${up.requests.length - seenBefore}`);
       } finally {
-        logs.insert = original;
+        logs.insertReturningSeq = original;
       }
       assert.deepEqual(order, ['committed', 'upstream had 1']);
     });

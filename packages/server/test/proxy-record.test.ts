@@ -153,12 +153,12 @@ for (const store of STORES) {
       assert.equal((await call(`http://127.0.0.1:${dead}/`, { note: canary })).status, 502);
       assert.equal((await call(`http://169.254.169.254/`, { note: canary })).status, 403);
       const logs = app.ctx.store.logs;
-      const original = logs.insert.bind(logs);
-      logs.insert = async () => {
+      const original = logs.insertReturningSeq.bind(logs);
+      logs.insertReturningSeq = async () => {
         throw new Error('store down');
       };
       assert.equal((await call(up.url + '/status/200', { note: canary })).status, 503);
-      logs.insert = original;
+      logs.insertReturningSeq = original;
       assert.ok(
         up.requests.some((r) => r.headers.authorization === upstreamSecret),
         'the upstream got its credential',
