@@ -5,8 +5,8 @@
  * by a sequential scan of `logs`: every batch became O(table) (40 ms a batch after 5,000 rows;
  * the proxy fell to 200 calls/s). The writer's connection now runs with sequential scans off
  * (every statement it runs has an index to use). Asserted without timing: over 60 batches of
- * pending inserts and earlier outcomes (named by seq, and 10 more naming rows by project and
- * id), against a table of 3,000 rows, the writer does not scan `logs` each batch (a backend's
+ * pending inserts and earlier outcomes (named by seq; as scalars and, over four rows, as arrays;
+ * and 10 more naming rows by project and id), against a table of 3,000 rows, the writer does not scan `logs` each batch (a backend's
  * scan counts are read once it has ended).
  */
 import { test } from 'node:test';
@@ -67,10 +67,19 @@ for (const _ of STORES.filter((s) => s === 'postgres'))
       // The hot pattern: each batch carries new pending records and the outcomes of earlier ones.
       for (let b = 0; b < 60; b++) {
         const from = n;
-        const r = await write(from, [row(n++), row(n++), row(n++)], [outcome(n - 3), outcome(n - 2)]);
+        const r = await write(from, [row(n++), row(n++), row(n++)], [outcome(from - 3), outcome(from - 2)]);
         assert.deepEqual([...r.inserted], [1, 1, 1]);
         assert.ok([...r.seqs].every((seq) => seq > 0));
         assert.deepEqual([...r.completed], [1, 1]);
+      }
+      // Batches over four of each go as arrays through unnest (up to four: one scalar per value).
+      for (let b = 0; b < 10; b++) {
+        const from = n;
+        const ins = Array.from({ length: 6 }, () => row(n++));
+        const outs = Array.from({ length: 6 }, (_, k) => outcome(from - 12 + k));
+        const r = await write(from, ins, outs);
+        assert.deepEqual([...r.inserted], [1, 1, 1, 1, 1, 1]);
+        assert.deepEqual([...r.completed], [1, 1, 1, 1, 1, 1]);
       }
       // Outcomes without a seq (owed ones) find their rows through the unique (project, id) index.
       for (let b = 0; b < 10; b++) {
@@ -84,7 +93,7 @@ for (const _ of STORES.filter((s) => s === 'postgres'))
         await new Promise((r) => setTimeout(r, 100));
         after = await scans();
       }
-      // A plan that scans does so on every one of the 80 batches with outcomes.
+      // A plan that scans does so on every one of the 90 batches with outcomes.
       assert.ok(after - before <= 15, `sequential scans of logs by the writer: ${after - before} (a generic plan scans on every batch)`);
     } finally {
       await admin.end();

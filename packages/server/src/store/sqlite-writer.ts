@@ -13,7 +13,8 @@
 import { channel } from 'node:diagnostics_channel';
 import type { Worker } from 'node:worker_threads';
 import { metrics } from '../metrics/registry.js';
-import type { LogCompletion, NewLog } from './logs.js';
+import type { LogCompletion } from './logs.js';
+import { INSERT_COLUMNS, OUTCOME_COLUMNS, pushInsert, pushOutcomeValues } from './write-rows.js';
 import type { RowRef, WriteBackend, WriteBatch, WriteResult } from './log-writer.js';
 import { sqliteWriterMain, type BatchMessage, type DoneMessage, type WriterWorkerData } from './sqlite-writer-worker.js';
 import {
@@ -25,43 +26,6 @@ import {
   stopSqliteThread,
   type CheckpointEvent,
 } from './sqlite-checkpointer.js';
-
-/** Columns of an insert, in the order of its flat row. */
-export const INSERT_COLUMNS = [
-  'id',
-  'project_id',
-  'key_id',
-  'received_at',
-  'occurred_at',
-  'actor',
-  'action',
-  'trace_id',
-  'actor_type',
-  'credential_handover_detected',
-  'source',
-  'status',
-  'request_proof',
-  'payload_hash',
-  'payload',
-  'metadata',
-  'instance_id',
-  'span_id',
-  'parent_span_id',
-  'started_at',
-  'ended_at',
-] as const;
-
-/** Columns an outcome sets, in the order of its flat row (after seq, project id and id). */
-export const OUTCOME_COLUMNS = [
-  'status',
-  'payload',
-  'payload_hash',
-  'completed_at',
-  'upstream_status',
-  'first_byte_ms',
-  'duration_ms',
-  'ended_at',
-] as const;
 
 const SET_OUTCOME = OUTCOME_COLUMNS.map((c) => `${c} = ?`).join(', ');
 // A record already sealed into a proof batch never changes (proxy-outcomes.ts); only a proxy
@@ -76,48 +40,10 @@ export const WRITER_SQL: WriterWorkerData['sql'] = {
   refuse: "update logs set status = 'failed', completed_at = ?, instance_id = null where project_id = ? and id = ? and status = 'pending'",
 };
 
-/** Appends one insert row to a flat array, in {@link INSERT_COLUMNS} order. */
-export function pushInsert(out: unknown[], l: NewLog): void {
-  out.push(
-    l.id,
-    l.projectId,
-    l.keyId,
-    l.receivedAt,
-    l.occurredAt,
-    l.actor,
-    l.action,
-    l.traceId,
-    l.actorType,
-    l.credentialHandoverDetected ? 1 : 0,
-    l.source,
-    l.status,
-    l.requestProof ? 1 : 0,
-    l.payloadHash,
-    l.payload,
-    l.metadata,
-    l.instanceId ?? null,
-    l.spanId ?? null,
-    l.parentSpanId ?? null,
-    l.startedAt ?? null,
-    l.endedAt ?? null,
-  );
-}
-
 /** Appends one outcome row (seq or null, project id, id, then {@link OUTCOME_COLUMNS}) to a flat array. */
 export function pushOutcome(out: unknown[], ref: RowRef, c: LogCompletion): void {
-  out.push(
-    ref.seq ? ref.seq : null,
-    ref.projectId,
-    ref.id,
-    c.status,
-    c.payload,
-    c.payloadHash,
-    c.completedAt,
-    c.upstreamStatus ?? null,
-    c.firstByteMs ?? null,
-    c.durationMs ?? null,
-    c.endedAt ?? null,
-  );
+  out.push(ref.seq ? ref.seq : null, ref.projectId, ref.id);
+  pushOutcomeValues(out, c);
 }
 
 /** What a restarted WAL is trimmed to (`journal_size_limit`). */
