@@ -22,41 +22,38 @@
 import pg from 'pg';
 import type { NewLog } from './logs.js';
 import { EXPIRED, type WriteBackend, type WriteBatch, type WriteResult } from './log-writer.js';
-import { pushInsert, pushOutcomeValues } from './write-rows.js';
+import { INSERT_COLUMNS, OUTCOME_COLUMNS, pushInsert, pushOutcomeValues } from './write-rows.js';
 
-const INSERT_TYPES: Array<[column: string, type: string]> = [
-  ['id', 'text'],
-  ['project_id', 'text'],
-  ['key_id', 'text'],
-  ['received_at', 'int8'],
-  ['occurred_at', 'text'],
-  ['actor', 'text'],
-  ['action', 'text'],
-  ['trace_id', 'text'],
-  ['actor_type', 'text'],
-  ['credential_handover_detected', 'int4'],
-  ['source', 'text'],
-  ['status', 'text'],
-  ['request_proof', 'int4'],
-  ['payload_hash', 'text'],
-  ['payload', 'text'],
-  ['metadata', 'text'],
-  ['instance_id', 'text'],
-  ['span_id', 'text'],
-  ['parent_span_id', 'text'],
-  ['started_at', 'int8'],
-  ['ended_at', 'int8'],
-];
-const OUTCOME_TYPES: Array<[column: string, type: string]> = [
-  ['status', 'text'],
-  ['payload', 'text'],
-  ['payload_hash', 'text'],
-  ['completed_at', 'int8'],
-  ['upstream_status', 'int4'],
-  ['first_byte_ms', 'float8'],
-  ['duration_ms', 'float8'],
-  ['ended_at', 'int8'],
-];
+/** PostgreSQL type of each column the hot path writes (the order is write-rows.ts's, shared with the SQLite writer). */
+const PG_TYPES: Record<(typeof INSERT_COLUMNS)[number] | (typeof OUTCOME_COLUMNS)[number], string> = {
+  id: 'text',
+  project_id: 'text',
+  key_id: 'text',
+  received_at: 'int8',
+  occurred_at: 'text',
+  actor: 'text',
+  action: 'text',
+  trace_id: 'text',
+  actor_type: 'text',
+  credential_handover_detected: 'int4',
+  source: 'text',
+  status: 'text',
+  request_proof: 'int4',
+  payload_hash: 'text',
+  payload: 'text',
+  metadata: 'text',
+  instance_id: 'text',
+  span_id: 'text',
+  parent_span_id: 'text',
+  started_at: 'int8',
+  ended_at: 'int8',
+  completed_at: 'int8',
+  upstream_status: 'int4',
+  first_byte_ms: 'float8',
+  duration_ms: 'float8',
+};
+const INSERT_TYPES: Array<[column: string, type: string]> = INSERT_COLUMNS.map((c) => [c, PG_TYPES[c]]);
+const OUTCOME_TYPES: Array<[column: string, type: string]> = OUTCOME_COLUMNS.map((c) => [c, PG_TYPES[c]]);
 
 const unnest = (types: Array<[string, string]>, from: number) => types.map(([, t], i) => `$${from + i}::${t}[]`).join(', ');
 const names = (types: Array<[string, string]>) => types.map(([c]) => c).join(', ');
@@ -119,51 +116,25 @@ const STATEMENTS = {
   },
 };
 
-function insertColumns(logs: NewLog[]): unknown[][] {
-  const cols: unknown[][] = INSERT_TYPES.map(() => new Array<unknown>(logs.length));
-  for (let r = 0; r < logs.length; r++) {
-    const l = logs[r]!;
-    cols[0]![r] = l.id;
-    cols[1]![r] = l.projectId;
-    cols[2]![r] = l.keyId;
-    cols[3]![r] = l.receivedAt;
-    cols[4]![r] = l.occurredAt;
-    cols[5]![r] = l.actor;
-    cols[6]![r] = l.action;
-    cols[7]![r] = l.traceId;
-    cols[8]![r] = l.actorType;
-    cols[9]![r] = l.credentialHandoverDetected ? 1 : 0;
-    cols[10]![r] = l.source;
-    cols[11]![r] = l.status;
-    cols[12]![r] = l.requestProof ? 1 : 0;
-    cols[13]![r] = l.payloadHash;
-    cols[14]![r] = l.payload;
-    cols[15]![r] = l.metadata;
-    cols[16]![r] = l.instanceId ?? null;
-    cols[17]![r] = l.spanId ?? null;
-    cols[18]![r] = l.parentSpanId ?? null;
-    cols[19]![r] = l.startedAt ?? null;
-    cols[20]![r] = l.endedAt ?? null;
-  }
+/** Flat rows of `width` values (write-rows.ts order) as one array per column, for `unnest`. */
+function columnsOf(flat: unknown[], width: number): unknown[][] {
+  const rows = flat.length / width;
+  const cols: unknown[][] = Array.from({ length: width }, () => new Array<unknown>(rows));
+  for (let r = 0; r < rows; r++) for (let c = 0; c < width; c++) cols[c]![r] = flat[r * width + c];
   return cols;
+}
+
+function insertColumns(logs: NewLog[]): unknown[][] {
+  const flat: unknown[] = [];
+  for (const l of logs) pushInsert(flat, l);
+  return columnsOf(flat, INSERT_COLUMNS.length);
 }
 
 /** The outcome columns of `rows`, after the key columns `keys` (seq; or project id and id). */
 function outcomeColumns(rows: WriteBatch['outcomes'], keys: unknown[][]): unknown[][] {
-  const at = keys.length;
-  const cols: unknown[][] = [...keys, ...OUTCOME_TYPES.map(() => new Array<unknown>(rows.length))];
-  for (let r = 0; r < rows.length; r++) {
-    const c = rows[r]!.c;
-    cols[at]![r] = c.status;
-    cols[at + 1]![r] = c.payload;
-    cols[at + 2]![r] = c.payloadHash;
-    cols[at + 3]![r] = c.completedAt;
-    cols[at + 4]![r] = c.upstreamStatus ?? null;
-    cols[at + 5]![r] = c.firstByteMs ?? null;
-    cols[at + 6]![r] = c.durationMs ?? null;
-    cols[at + 7]![r] = c.endedAt ?? null;
-  }
-  return cols;
+  const flat: unknown[] = [];
+  for (const o of rows) pushOutcomeValues(flat, o.c);
+  return [...keys, ...columnsOf(flat, OUTCOME_COLUMNS.length)];
 }
 
 /** Dedicated-connection backend for PostgreSQL. */
