@@ -10,7 +10,7 @@ import type { Agent } from 'undici';
 import { TargetGuard } from './ssrf.js';
 import { createUpstreamAgent, type Exchange } from './upstream.js';
 import { OwedOutcomes } from './owed-outcomes.js';
-import { errorSummary } from './pipeline.js';
+import { errorSummary } from './error-summary.js';
 import { registerProxyRoute } from './proxy-route.js';
 import { registerForwardRoutes } from './forward-route.js';
 import { UpstreamTable } from './upstreams.js';
