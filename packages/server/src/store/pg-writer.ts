@@ -1,16 +1,14 @@
 /**
  * The PostgreSQL backend of the log writer (log-writer.ts): one dedicated connection, one
- * statement per batch. Inserts and outcomes travel as one array per column through `unnest`, so
- * the statement text never changes (prepared once per connection, no per-batch parse or plan)
- * and a whole batch is one round trip and one commit:
+ * statement per batch, so a whole batch is one round trip and one commit:
  *
- *   with ins as (insert into logs … select * from unnest($1…$17) on conflict (project_id, id) do nothing returning …),
- *        upd as (update logs set … from unnest($18…$25) v where logs.seq = v.seq … returning …)
+ *   with ins as (insert into logs … values (…), (…) on conflict (project_id, id) do nothing returning …),
+ *        upd as (update logs set … from (values (…), (…)) v where logs.seq = v.seq … returning …)
  *   select … from ins union all select … from upd
  *
- * A small batch (up to four inserts and four outcomes, the usual one at moderate rates) is the
- * same statement with a scalar parameter per value instead (`VALUES` lists; one named statement
- * per shape), which spares PostgreSQL the parse of array literals.
+ * A small batch (up to four inserts and four outcomes, the usual one at moderate rates) takes a
+ * scalar parameter per value (one named statement per shape); a larger one takes one array per
+ * column through `unnest`, so that its text does not change with its size (see statementFor).
  *
  * Outcomes name the row by `seq`, which the insert of its pending record returned (RowRef in
  * log-writer.ts); one whose caller has no seq (rare: an owed outcome) names it by project and id,
@@ -58,58 +56,76 @@ const OUTCOME_TYPES: Array<[column: string, type: string]> = OUTCOME_COLUMNS.map
 const unnest = (types: Array<[string, string]>, from: number) => types.map(([, t], i) => `$${from + i}::${t}[]`).join(', ');
 const names = (types: Array<[string, string]>) => types.map(([c]) => c).join(', ');
 
-const INSERT = `insert into logs (${names(INSERT_TYPES)}) select * from unnest(${unnest(INSERT_TYPES, 1)}) on conflict (project_id, id) do nothing returning seq, project_id, id`;
 const SET = OUTCOME_TYPES.map(([c]) => `${c} = v.${c}`).join(', ');
 const GUARD = "logs.source = 'proxy' and logs.proof_batch_id is null";
-const updateBySeq = (from: number) =>
-  `update logs set ${SET}, instance_id = null from unnest(${unnest([['seq', 'int8'], ...OUTCOME_TYPES], from)}) as v(seq, ${names(OUTCOME_TYPES)}) where logs.seq = v.seq and ${GUARD} returning logs.seq as k`;
-const UPDATE_BY_KEY = `update logs set ${SET}, instance_id = null from unnest(${unnest(
-  [['project_id', 'text'], ['id', 'text'], ...OUTCOME_TYPES],
-  1,
-)}) as v(project_id, id, ${names(OUTCOME_TYPES)}) where logs.project_id = v.project_id and logs.id = v.id and ${GUARD} returning logs.project_id, logs.id`;
+/** An outcome row's columns: the row's seq, then what it sets. */
+const OUTCOME_ROW_TYPES: Array<[string, string]> = [['seq', 'int8'], ...OUTCOME_TYPES];
+
+/** Inserts the rows `source` yields (`select * from unnest(…)` or `values (…), …`). */
+const insertFrom = (source: string) =>
+  `insert into logs (${names(INSERT_TYPES)}) ${source} on conflict (project_id, id) do nothing returning seq, project_id, id`;
+/** Writes the outcomes `source` yields on the rows their seqs name. */
+const updateFrom = (source: string) =>
+  `update logs set ${SET}, instance_id = null from ${source} as v(seq, ${names(OUTCOME_TYPES)}) where logs.seq = v.seq and ${GUARD} returning logs.seq as k`;
+
+/** One statement for a batch's inserts and outcomes; every row it returns is (w: 0 insert or 1 outcome, k: seq, project_id, id). */
+function combined(ins: string | undefined, upd: string | undefined): string {
+  const ctes = [...(ins ? [`ins as (${ins})`] : []), ...(upd ? [`upd as (${upd})`] : [])];
+  const selects = [
+    ...(ins ? ['select 0 as w, seq as k, project_id, id from ins'] : []),
+    ...(upd ? ['select 1 as w, k, null as project_id, null as id from upd'] : []),
+  ];
+  return `with ${ctes.join(', ')} ${selects.join(' union all ')}`;
+}
 
 /** Most inserts, and most outcomes, a batch may have to be written with scalar parameters. */
 const SMALL = 4;
 
-const smallStatements = new Map<string, { name: string; text: string }>();
+/** A named statement, and whether it takes one scalar per value (else one array per column). */
+interface WriterStatement {
+  name: string;
+  text: string;
+  scalar: boolean;
+}
+
+const statements = new Map<string, WriterStatement>();
 
 /**
- * The statement for a small batch (`nIns` inserts, `nOut` outcomes by seq, each at most
- * {@link SMALL}) with one scalar parameter per value: the common batch at moderate rates is one
+ * The named statement (prepared once per connection) for a batch of `nIns` inserts and `nOut`
+ * outcomes by seq, not both 0. Up to {@link SMALL} of each, one scalar parameter per value
+ * (`VALUES` lists, a statement per shape, 24 at most): the usual batch at moderate rates is one
  * or two of each, and array parameters cost PostgreSQL a parse of each array literal (`array_in`
- * was 8.5 % of its CPU at 1,000 req/s) and the client an escape of each element. The rows come
- * back as those of `cs_w_both`. One named statement per shape (at most 24), made once.
+ * was 8.5 % of its CPU at 1,000 req/s) and the client an escape of each element. Larger batches
+ * travel as one array per column through `unnest` (three statements), so their text never
+ * changes with their size.
  */
-function smallStatement(nIns: number, nOut: number): { name: string; text: string } {
-  const key = `${nIns}_${nOut}`;
-  let statement = smallStatements.get(key);
+function statementFor(nIns: number, nOut: number): WriterStatement {
+  const scalar = nIns <= SMALL && nOut <= SMALL;
+  const key = scalar ? `small_${nIns}_${nOut}` : `arrays_${nIns > 0 ? 1 : 0}_${nOut > 0 ? 1 : 0}`;
+  let statement = statements.get(key);
   if (!statement) {
     let p = 1;
     const tuple = (types: Array<[string, string]>) => '(' + types.map(([, t]) => `$${p++}::${t}`).join(', ') + ')';
     const tuples = (n: number, types: Array<[string, string]>) => Array.from({ length: n }, () => tuple(types)).join(', ');
-    const ins = `insert into logs (${names(INSERT_TYPES)}) values ${tuples(nIns, INSERT_TYPES)} on conflict (project_id, id) do nothing returning seq, project_id, id`;
-    const upd = `update logs set ${SET}, instance_id = null from (values ${tuples(nOut, [['seq', 'int8'], ...OUTCOME_TYPES])}) as v(seq, ${names(OUTCOME_TYPES)}) where logs.seq = v.seq and ${GUARD} returning logs.seq as k`;
-    const text =
-      nIns > 0 && nOut > 0
-        ? `with ins as (${ins}), upd as (${upd}) select 0 as w, seq as k, project_id, id from ins union all select 1, k, null, null from upd`
-        : nIns > 0
-          ? `with ins as (${ins}) select 0 as w, seq as k, project_id, id from ins`
-          : `with upd as (${upd}) select 1 as w, k, null as project_id, null as id from upd`;
-    statement = { name: `cs_w_small_${key}`, text };
-    smallStatements.set(key, statement);
+    const arrays = (types: Array<[string, string]>) => `unnest(${types.map(([, t]) => `$${p++}::${t}[]`).join(', ')})`;
+    const ins =
+      nIns === 0 ? undefined : insertFrom(scalar ? `values ${tuples(nIns, INSERT_TYPES)}` : `select * from ${arrays(INSERT_TYPES)}`);
+    const upd = nOut === 0 ? undefined : updateFrom(scalar ? `(values ${tuples(nOut, OUTCOME_ROW_TYPES)})` : arrays(OUTCOME_ROW_TYPES));
+    statement = { name: `cs_w_${key}`, text: combined(ins, upd), scalar };
+    statements.set(key, statement);
   }
   return statement;
 }
 
-/** The named statements (prepared once per connection). */
+/** The other statements: outcomes named by project and id (owed ones), and compensations. */
 const STATEMENTS = {
-  insert: { name: 'cs_w_insert', text: INSERT },
-  update: { name: 'cs_w_update', text: updateBySeq(1) },
-  both: {
-    name: 'cs_w_both',
-    text: `with ins as (${INSERT}), upd as (${updateBySeq(INSERT_TYPES.length + 1)}) select 0 as w, seq as k, project_id, id from ins union all select 1, k, null, null from upd`,
+  updateByKey: {
+    name: 'cs_w_update_by_key',
+    text: `update logs set ${SET}, instance_id = null from unnest(${unnest(
+      [['project_id', 'text'], ['id', 'text'], ...OUTCOME_TYPES],
+      1,
+    )}) as v(project_id, id, ${names(OUTCOME_TYPES)}) where logs.project_id = v.project_id and logs.id = v.id and ${GUARD} returning logs.project_id, logs.id`,
   },
-  updateByKey: { name: 'cs_w_update_by_key', text: UPDATE_BY_KEY },
   refuse: {
     name: 'cs_w_refuse',
     text: "update logs set status = 'failed', completed_at = v.at, instance_id = null from unnest($1::text[], $2::text[], $3::int8[]) as v(project_id, id, at) where logs.project_id = v.project_id and logs.id = v.id and logs.status = 'pending'",
@@ -189,30 +205,25 @@ export class PgWriter implements WriteBackend {
     const client = await this.#pool.connect();
     let broken: Error | undefined;
     try {
-      let rows: Array<{ w?: number; k: number | string; project_id: string | null; id: string | null }> = [];
-      const small = unique.length <= SMALL && seqOutcomes.length <= SMALL;
-      const ins = !small && unique.length > 0 ? insertColumns(unique) : undefined;
-      const upd = !small && seqOutcomes.length > 0 ? outcomeColumns(seqOutcomes, [outcomeSeqs]) : undefined;
-      if (small) {
-        if (unique.length + seqOutcomes.length > 0) {
-          const values: unknown[] = [];
+      let rows: Array<{ w: number; k: number | string; project_id: string | null; id: string | null }> = [];
+      if (unique.length + seqOutcomes.length > 0) {
+        const statement = statementFor(unique.length, seqOutcomes.length);
+        let values: unknown[];
+        if (statement.scalar) {
+          values = [];
           for (const l of unique) pushInsert(values, l);
           for (const o of seqOutcomes) {
             values.push(o.ref.seq);
             pushOutcomeValues(values, o.c);
           }
-          rows = (await client.query({ ...smallStatement(unique.length, seqOutcomes.length), values })).rows;
+        } else {
+          values = [
+            ...(unique.length > 0 ? insertColumns(unique) : []),
+            ...(seqOutcomes.length > 0 ? outcomeColumns(seqOutcomes, [outcomeSeqs]) : []),
+          ];
         }
-      } else if (ins && upd) rows = (await client.query({ ...STATEMENTS.both, values: [...ins, ...upd] })).rows;
-      else if (ins)
-        rows = (await client.query({ ...STATEMENTS.insert, values: ins })).rows.map((r) => ({
-          w: 0,
-          k: r.seq,
-          project_id: r.project_id,
-          id: r.id,
-        }));
-      else if (upd)
-        rows = (await client.query({ ...STATEMENTS.update, values: upd })).rows.map((r) => ({ w: 1, k: r.k, project_id: null, id: null }));
+        rows = (await client.query({ name: statement.name, text: statement.text, values })).rows;
+      }
       for (const r of rows) {
         if (r.w === 0) {
           const i = firstOf.get(r.project_id + '\u0000' + r.id)!;
