@@ -5,7 +5,7 @@
  */
 import { sql, type Kysely } from 'kysely';
 import type { Database } from './schema.js';
-import type { ProofDatabase } from './proofs.js';
+import { BUILDING_STATES, SEALING_STATES, type ProofDatabase } from './proofs.js';
 
 /** What the scrape-time gauges show. */
 export interface StoreGauges {
@@ -31,7 +31,7 @@ export async function readStoreGauges(db: Kysely<Database>): Promise<StoreGauges
     pdb
       .selectFrom('proof_batches')
       .select([sql<number>`count(*)`.as('n'), sql<number | null>`min(window_end)`.as('oldest')])
-      .where('state', 'in', ['claiming', 'building', 'timestamping', 'ledger'])
+      .where('state', 'in', [...BUILDING_STATES, ...SEALING_STATES])
       .executeTakeFirstOrThrow(),
     db
       .selectFrom('webhook_deliveries')

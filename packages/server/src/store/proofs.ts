@@ -20,6 +20,11 @@ export type ProofDatabase = Omit<Database, 'logs'> & { logs: LogsTable & LogsPro
 /** Where a batch is in its sealing. */
 export type ProofBatchState = 'claiming' | 'building' | 'timestamping' | 'ledger' | 'sealed';
 
+/** States of a batch still being built (proof-claims.ts): its root is not out yet. */
+export const BUILDING_STATES: ProofBatchState[] = ['claiming', 'building'];
+/** States of a built batch waiting for its timestamp or its ledger entry. */
+export const SEALING_STATES: ProofBatchState[] = ['timestamping', 'ledger'];
+
 /** A leaf as claimed from the logs: what the tree is built from. */
 export interface ClaimedLeaf {
   logId: string;
@@ -111,7 +116,7 @@ export class ProofRepository {
     const rows = await this.#db
       .selectFrom('proof_batches')
       .selectAll()
-      .where('state', 'in', ['claiming', 'building'])
+      .where('state', 'in', BUILDING_STATES)
       .orderBy('window_start', 'asc')
       .execute();
     return rows.map(fromBatchRow);
@@ -122,7 +127,7 @@ export class ProofRepository {
     const rows = await this.#db
       .selectFrom('proof_batches')
       .selectAll()
-      .where('state', 'in', ['timestamping', 'ledger'])
+      .where('state', 'in', SEALING_STATES)
       .where('next_attempt_at', '<=', now)
       .orderBy('window_start', 'asc')
       .limit(limit)
@@ -135,7 +140,7 @@ export class ProofRepository {
     const r = await this.#db
       .selectFrom('proof_batches')
       .select((eb) => eb.fn.min('next_attempt_at').as('at'))
-      .where('state', 'in', ['timestamping', 'ledger'])
+      .where('state', 'in', SEALING_STATES)
       .executeTakeFirst();
     return r?.at == null ? undefined : Number(r.at);
   }
