@@ -121,10 +121,7 @@ class Ticket implements AdmissionTicket {
     bytes: number,
   ) {
     this.#reserved = bytes;
-    mine.calls += 1;
-    total.calls += 1;
-    mine.bytes += bytes;
-    total.bytes += bytes;
+    this.#count(1, bytes);
   }
 
   get bytes(): number {
@@ -135,8 +132,7 @@ class Ticket implements AdmissionTicket {
     if (this.#released) return undefined;
     const refusal = bytesRefusal(this.limits, this.mine, this.total, more, 1);
     if (refusal) return refusal;
-    this.mine.bytes += more;
-    this.total.bytes += more;
+    this.#count(0, more);
     this.#reserved += more;
     return undefined;
   }
@@ -144,10 +140,15 @@ class Ticket implements AdmissionTicket {
   release(): void {
     if (this.#released) return;
     this.#released = true;
-    this.mine.bytes -= this.#reserved;
-    this.total.bytes -= this.#reserved;
-    this.mine.calls -= 1;
-    this.total.calls -= 1;
+    this.#count(-1, -this.#reserved);
+  }
+
+  /** Adds calls and bytes to the key's usage and the process's alike. */
+  #count(calls: number, bytes: number): void {
+    this.mine.calls += calls;
+    this.total.calls += calls;
+    this.mine.bytes += bytes;
+    this.total.bytes += bytes;
   }
 }
 
