@@ -3,7 +3,7 @@
  * serving connection has automatic checkpoints off, so the database file itself only grows when
  * a checkpoint copies the WAL back: watching its size tells one did it. Under writes that never
  * pause, the background checkpointer copies and the writer's closing passes let the WAL start
- * over (sqlite-checkpointer.ts): the checkpoint events show both.
+ * over (sqlite-checkpointer.ts), right after a background pass: the checkpoint events show both.
  */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
@@ -71,6 +71,15 @@ test("SQLite: under writes that never pause, background passes copy the WAL and 
       seen.some(([before, after]) => after !== undefined && after < before),
       `the WAL started over after a closing pass (frames at each close and at the next background pass: ${JSON.stringify(seen)})`,
     );
+    // A closing pass waits for a background pass to end (seen at the writer's next flush, a few
+    // ms later here) so that it copies only what came since, unless it is twice overdue.
+    const ends = background.map((e) => e.at + e.ms);
+    const late = closing.filter((close, k) => {
+      const overdue = k > 0 && close.at - closing[k - 1]!.at >= 900;
+      const lastEnd = Math.max(...ends.filter((end) => end <= close.at + 1));
+      return !overdue && !(close.at - lastEnd < 75);
+    });
+    assert.deepEqual(late, [], 'every closing pass started right after a background pass ended');
     assert.ok((await counted('background')) > backgroundBefore, 'background passes are in the metric');
     assert.ok((await counted('writer')) > writerBefore, 'closing passes are in the metric');
   } finally {

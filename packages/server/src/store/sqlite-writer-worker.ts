@@ -22,6 +22,8 @@ export interface WriterWorkerData {
   busyTimeoutMs: number;
   /** The writer's closing PASSIVE checkpoint, at most this often while writing. */
   closeEveryMs: number;
+  /** The background checkpointer's count of finished passes (sqlite-checkpointer.ts `passCounter`). */
+  passes: SharedArrayBuffer;
   /** Idle this long → TRUNCATE checkpoint (the -wal file goes back to 0 bytes). */
   truncateIdleMs: number;
   /** `journal_size_limit`: what a restarted WAL is trimmed to, bytes. */
@@ -76,6 +78,8 @@ export function sqliteWriterMain(
   let lastWrite = Date.now();
   let lastCheckpoint = Date.now();
   let truncated = true;
+  const passes = new Int32Array(cfg.passes);
+  let passesSeen = Atomics.load(passes, 0);
 
   /** Runs the messages' rows; throws `expired` (rolling back) if a deadline passed meanwhile. */
   const run = db.transaction((msgs: BatchMessage[]) => {
@@ -184,6 +188,19 @@ export function sqliteWriterMain(
     return true;
   };
 
+  /**
+   * The closing pass, once due, waits for the end of a background pass (seen since the last look,
+   * so at most one flush ago): what is left to copy is then a few frames, not up to a pass's
+   * interval of them. Twice overdue, it runs anyway (a checkpointer that stopped).
+   */
+  const closeIfDue = () => {
+    const seen = Atomics.load(passes, 0);
+    const fresh = seen !== passesSeen;
+    passesSeen = seen;
+    const since = Date.now() - lastCheckpoint;
+    if (since >= cfg.closeEveryMs && (fresh || since >= 2 * cfg.closeEveryMs)) checkpoint('PASSIVE');
+  };
+
   const flush = () => {
     scheduled = false;
     const msgs = queue;
@@ -193,7 +210,7 @@ export function sqliteWriterMain(
       lastWrite = Date.now();
       truncated = false;
     }
-    if (Date.now() - lastCheckpoint >= cfg.closeEveryMs) checkpoint('PASSIVE');
+    closeIfDue();
     if (stopping && queue.length === 0) stop();
   };
 
@@ -204,7 +221,7 @@ export function sqliteWriterMain(
       if (scheduled) return;
       const idle = Date.now() - lastWrite;
       if (!truncated && idle >= cfg.truncateIdleMs) truncated = checkpoint('TRUNCATE');
-      else if (Date.now() - lastCheckpoint >= cfg.closeEveryMs) checkpoint('PASSIVE');
+      else closeIfDue();
     },
     Math.min(cfg.closeEveryMs, cfg.truncateIdleMs) / 4,
   );

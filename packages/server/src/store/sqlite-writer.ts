@@ -21,6 +21,7 @@ import {
   BackgroundCheckpointer,
   CHECKPOINT_CHANNEL,
   CHECKPOINT_POLICY,
+  passCounter,
   runCheckpoint,
   startSqliteThread,
   stopSqliteThread,
@@ -84,6 +85,7 @@ export class SqliteWriter implements WriteBackend {
   readonly #waiting: BatchWaiter[] = [];
   #closed = false;
   #checkpointer: BackgroundCheckpointer | undefined;
+  readonly #passes = passCounter();
 
   private constructor(private readonly options: SqliteWriterOptions) {}
 
@@ -92,7 +94,7 @@ export class SqliteWriter implements WriteBackend {
     const w = new SqliteWriter(options);
     await w.#spawn();
     w.#checkpointer = await BackgroundCheckpointer.start(
-      { file: options.file, synchronous: options.synchronous, everyMs: CHECKPOINT_POLICY.backgroundEveryMs },
+      { file: options.file, synchronous: options.synchronous, everyMs: CHECKPOINT_POLICY.backgroundEveryMs, passes: w.#passes },
       observeCheckpoint,
     );
     return w;
@@ -105,6 +107,7 @@ export class SqliteWriter implements WriteBackend {
       synchronous: this.options.synchronous,
       busyTimeoutMs: this.options.timeoutMs,
       closeEveryMs: CHECKPOINT_POLICY.closeEveryMs,
+      passes: this.#passes,
       truncateIdleMs: CHECKPOINT_POLICY.truncateIdleMs,
       walLimitBytes: WAL_LIMIT_BYTES,
       sql: WRITER_SQL,
