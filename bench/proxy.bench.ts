@@ -27,6 +27,7 @@ import os from 'node:os';
 import path from 'node:path';
 import type { Pool } from 'undici';
 import { freshDatabase } from './fresh-database.js';
+import { pinPostgres } from './proxy/pin-postgres.js';
 import {
   CAN_PIN,
   CORES,
@@ -137,6 +138,7 @@ export default async function proxyBench(): Promise<Record<string, unknown>> {
   const loadBefore = os.loadavg()[0]!;
   const children: Child[] = [];
   const drops: Array<() => Promise<void>> = [];
+  let pgPinned = false;
   const targets: Target[] = [];
   const walPeak = new Map<string, number>();
   let sampler: NodeJS.Timeout | undefined;
@@ -163,6 +165,9 @@ export default async function proxyBench(): Promise<Record<string, unknown>> {
     if (process.env.DATABASE_URL) {
       const db = await freshDatabase(process.env.DATABASE_URL);
       drops.push(db.drop);
+      const pgPin = await pinPostgres(db.url, CORES.load);
+      drops.push(async () => pgPin.restore());
+      pgPinned = pgPin.pinned;
       const pgChild = await startRole('cs_pg', 'countersign', CORES.proxy, { ...env, PROXY_BENCH_DATABASE_URL: db.url }, [
         ...COUNTERSIGN_FLAGS,
         ...prof('cs_pg'),
@@ -171,7 +176,7 @@ export default async function proxyBench(): Promise<Record<string, unknown>> {
       targets.push(countersignTarget('cs_pg', 'Countersign PostgreSQL', pgChild, upUrl));
     }
     process.stdout.write(
-      `targets: ${targets.map((t) => t.name).join(', ')}; ${CAN_PIN ? `proxies pinned to core ${CORES.proxy}, upstream and load generator to core ${CORES.load}` : 'taskset missing: NOT pinned'}; door ${DOOR}; ${ROUNDS} round(s)${COUNTERSIGN_FLAGS.length > 0 ? `; Countersign flags ${COUNTERSIGN_FLAGS.join(' ')}` : ''}${QUICK ? '; QUICK smoke run' : ''}\n`,
+      `targets: ${targets.map((t) => t.name).join(', ')}; ${CAN_PIN ? `proxies pinned to core ${CORES.proxy}, upstream${pgPinned ? ', PostgreSQL' : ''} and load generator to core ${CORES.load}` : 'taskset missing: NOT pinned'}; door ${DOOR}; ${ROUNDS} round(s)${COUNTERSIGN_FLAGS.length > 0 ? `; Countersign flags ${COUNTERSIGN_FLAGS.join(' ')}` : ''}${QUICK ? '; QUICK smoke run' : ''}\n`,
     );
     sampler = setInterval(() => {
       for (const t of targets) if (t.walFile) walPeak.set(t.name, Math.max(walPeak.get(t.name) ?? 0, fileSize(t.walFile)));
@@ -265,7 +270,7 @@ export default async function proxyBench(): Promise<Record<string, unknown>> {
       door: DOOR,
       countersign_node_flags: COUNTERSIGN_FLAGS,
       quick: QUICK,
-      pinned: CAN_PIN ? { proxies: CORES.proxy, load_and_upstream: CORES.load } : false,
+      pinned: CAN_PIN ? { proxies: CORES.proxy, load_and_upstream: CORES.load, postgres_on_load_core: pgPinned } : false,
     };
     out.machine = { cpus: os.cpus().length, load_1min_before: loadBefore, load_1min_after: os.loadavg()[0]! };
 

@@ -22,6 +22,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { freshDatabase } from './fresh-database.js';
+import { pinPostgres } from './proxy/pin-postgres.js';
 import { CORES, COUNTERSIGN_FLAGS, pinSelf, startRole, threadCpuSeconds, type Child } from './proxy/children.js';
 import { clientFor, openLoop, pctMs, proxyDoorCall, type CallSpec } from './proxy/load.js';
 import { attributeOnsets, type TailEvent } from './proxy/tail-attribution.js';
@@ -55,6 +56,7 @@ export default async function tailBench(): Promise<Record<string, unknown>> {
   const children: Child[] = [];
   const stallFile = path.join(os.tmpdir(), `proxy-tail-${process.pid}.jsonl`);
   const db = STORE === 'postgres' ? await freshDatabase(process.env.DATABASE_URL!) : undefined;
+  const pgPin = db ? await pinPostgres(db.url, CORES.load) : undefined;
   try {
     const upstream = await startRole('upstream', 'upstream', CORES.load);
     children.push(upstream);
@@ -158,7 +160,7 @@ export default async function tailBench(): Promise<Record<string, unknown>> {
     const l = out.latency_ms;
     process.stdout.write(
       [
-        `${DIRECT ? 'Direct call (no proxy)' : FLOOR ? 'Node floor' : `Countersign ${STORE}`}, ${RATE} req/s for ${SECONDS} s${COUNTERSIGN_FLAGS.length ? ` (${COUNTERSIGN_FLAGS.join(' ')})` : ''}: p50 ${l.p50} / p90 ${l.p90} / p99 ${l.p99} / p99.9 ${l.p999} / max ${l.max} ms, ${run.errors} errors`,
+        `${DIRECT ? 'Direct call (no proxy)' : FLOOR ? 'Node floor' : `Countersign ${STORE}${pgPin?.pinned ? " (PostgreSQL on the load core)" : ""}`}, ${RATE} req/s for ${SECONDS} s${COUNTERSIGN_FLAGS.length ? ` (${COUNTERSIGN_FLAGS.join(' ')})` : ''}: p50 ${l.p50} / p90 ${l.p90} / p99 ${l.p99} / p99.9 ${l.p999} / max ${l.max} ms, ${run.errors} errors`,
         `slow (> ${SLOW_MS} ms): ${slow.length}; of them in flight during a GC pause or loop stall of ${BIG_EVENT_MS} ms or more: ${nearBig}`,
         `slow onsets (stalls): ${onsets.onsets}; overlapping ${Object.entries(onsets.by)
           .map(([k, n]) => `${k} ${n}`)
@@ -177,6 +179,7 @@ export default async function tailBench(): Promise<Record<string, unknown>> {
   } finally {
     for (const c of children.reverse()) await c.stop().catch(() => undefined);
     await db?.drop().catch(() => undefined);
+    pgPin?.restore();
     fs.rmSync(stallFile, { force: true });
   }
 }
