@@ -160,7 +160,7 @@ export default async function tailBench(): Promise<Record<string, unknown>> {
     const l = out.latency_ms;
     process.stdout.write(
       [
-        `${DIRECT ? 'Direct call (no proxy)' : FLOOR ? 'Node floor' : `Countersign ${STORE}${pgPin?.pinned ? " (PostgreSQL on the load core)" : ""}`}, ${RATE} req/s for ${SECONDS} s${COUNTERSIGN_FLAGS.length ? ` (${COUNTERSIGN_FLAGS.join(' ')})` : ''}: p50 ${l.p50} / p90 ${l.p90} / p99 ${l.p99} / p99.9 ${l.p999} / max ${l.max} ms, ${run.errors} errors`,
+        `${DIRECT ? 'Direct call (no proxy)' : FLOOR ? 'Node floor' : `Countersign ${STORE}${pgPin?.pinned ? ' (PostgreSQL on the load core)' : ''}`}, ${RATE} req/s for ${SECONDS} s${COUNTERSIGN_FLAGS.length ? ` (${COUNTERSIGN_FLAGS.join(' ')})` : ''}: p50 ${l.p50} / p90 ${l.p90} / p99 ${l.p99} / p99.9 ${l.p999} / max ${l.max} ms, ${run.errors} errors`,
         `slow (> ${SLOW_MS} ms): ${slow.length}; of them in flight during a GC pause or loop stall of ${BIG_EVENT_MS} ms or more: ${nearBig}`,
         `slow onsets (stalls): ${onsets.onsets}; overlapping ${Object.entries(onsets.by)
           .map(([k, n]) => `${k} ${n}`)
