@@ -20,6 +20,9 @@ if (role === 'upstream') {
   process.on('SIGTERM', () => process.exit(0));
   process.stdout.write(JSON.stringify({ url }) + '\n');
 } else if (role === 'countersign') {
+  // As `countersign serve` does before it builds the app.
+  const { tuneGarbageCollectionForServing } = await import('../../packages/server/src/serving-gc.js');
+  tuneGarbageCollectionForServing();
   const { buildApp } = await import('../../packages/server/src/app.js');
   const { loadConfig } = await import('../../packages/server/src/config.js');
   const { makeProjectKey } = await import('../../packages/server/test/helpers/upstreams.js');

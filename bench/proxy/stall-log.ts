@@ -25,10 +25,10 @@ if (file) {
     for (const e of list.getEntries()) {
       if (e.duration < 1) continue;
       const kind = (e as PerformanceEntry & { detail?: { kind?: number } }).detail?.kind ?? 0;
-      fs.appendFileSync(
-        file,
-        JSON.stringify({ what: 'gc', kind: kinds[kind] ?? String(kind), at: origin + e.startTime, ms: e.duration }) + '\n',
-      );
+      const name = kinds[kind] ?? String(kind);
+      // The old generation's size after a major GC says how much a full mark has to walk.
+      const heap = name === 'scavenge' ? {} : { heapMB: Math.round(process.memoryUsage().heapUsed / 1e6) };
+      fs.appendFileSync(file, JSON.stringify({ what: 'gc', kind: name, at: origin + e.startTime, ms: e.duration, ...heap }) + '\n');
     }
   }).observe({ entryTypes: ['gc'] });
   subscribe(CHECKPOINT_CHANNEL, (m) => {

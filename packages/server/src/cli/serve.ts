@@ -101,6 +101,8 @@ export function registerServe(program: Command): void {
         throw e;
       }
       // Loaded here, not at the top, so `countersign verify` and friends start without the app.
+      const { tuneGarbageCollectionForServing } = await import('../serving-gc.js');
+      tuneGarbageCollectionForServing();
       const { buildApp } = await import('../app.js');
       const { DataDirInUseError } = await import('../store/data-dir-lock.js');
       let app;
