@@ -171,6 +171,9 @@ export class PgWriter implements WriteBackend {
       connectionString,
       max: connections,
       connectionTimeoutMillis: timeoutMs,
+      // Never closed for being idle: the connection is dedicated, and pg-pool arms a 10-s timer
+      // on every release (once per batch) to close idle ones otherwise.
+      idleTimeoutMillis: 0,
       // No sequential scans: every statement here touches a handful of rows through an index
       // (`seq`, or the unique (project_id, id)). Left to its statistics, the planner joined the
       // outcomes to `logs` by scanning it (a plan made while the table was small, kept by the
