@@ -10,6 +10,7 @@ import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { SERVING_NODE_FLAGS } from '../../packages/server/src/serving-gc.js';
 
 const rolesFile = path.join(path.dirname(fileURLToPath(import.meta.url)), 'roles.ts');
 
@@ -50,7 +51,9 @@ export async function startRole(
   env: Record<string, string> = {},
   nodeFlags: string[] = [],
 ): Promise<Child> {
-  const [cmd, args] = pinned(core, process.execPath, ['--conditions=development', '--import', 'tsx', ...nodeFlags, rolesFile]);
+  // Countersign starts as `npm start` starts it (packages/server/src/serving-gc.ts).
+  const serving = role === 'countersign' ? SERVING_NODE_FLAGS : [];
+  const [cmd, args] = pinned(core, process.execPath, ['--conditions=development', '--import', 'tsx', ...serving, ...nodeFlags, rolesFile]);
   const proc = spawn(cmd, args, { env: { ...process.env, ...env, PROXY_BENCH_ROLE: role }, stdio: ['ignore', 'pipe', 'inherit'] });
   const info = await new Promise<Record<string, string>>((resolve, reject) => {
     let out = '';

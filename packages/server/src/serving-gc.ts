@@ -17,8 +17,31 @@
  */
 import v8 from 'node:v8';
 
-/** The V8 flags a serving process runs with. */
+/** The V8 flags a serving process sets on itself at run time ({@link tuneGarbageCollectionForServing}). */
 export const SERVING_V8_FLAGS: readonly string[] = ['--no-allocation-site-pretenuring'];
+
+/**
+ * The flags a serving process must be started with (`node <flags> …/countersign.js serve`):
+ * V8 reads them once, when it sets up the heap, so setting them later does nothing. `npm start`,
+ * deploy/systemd/countersign.service and the benchmarks pass them (a test checks the first two).
+ *
+ * **Memory reducer off.** After a few seconds without traffic V8's memory reducer runs full GCs
+ * to shrink the heap, and leaves the old generation's limit just above what is live; the next
+ * burst's ordinary growth (the code it compiles again, what outlives its scavenges) then
+ * reaches that limit within seconds and starts a full GC in the middle of the burst: 40-60 ms of
+ * stalls, once per burst (1,000 req/s for 7 s after 25 s idle, four times: p99.9 44-60 ms in
+ * the last burst with it, 13-21 ms without; docs/performance.md). The cost is memory that an
+ * idle server keeps (its heap stays at the size its load needed, tens of MB).
+ *
+ * **GC on the event loop's thread only** (`--single-threaded-gc`). An instance is meant to have
+ * one core (docs/operations.md: one per core). V8's helper threads for concurrent marking and
+ * parallel scavenges then take that core from the event loop in whole time slices: one marking
+ * step of a full GC measured 16 ms of wall time for 64 KB of its own work, the rest being the
+ * helper thread marking 12 MB meanwhile (`--trace-incremental-marking`). On the loop's thread
+ * the same work is done in steps of a fraction of a millisecond between callbacks (the same
+ * four bursts: p99.9 10-14 ms and max 13-18 ms in every burst, against 41-55 ms in some).
+ */
+export const SERVING_NODE_FLAGS: readonly string[] = ['--no-memory-reducer', '--single-threaded-gc'];
 
 /** Applies {@link SERVING_V8_FLAGS} to this process (idempotent). */
 export function tuneGarbageCollectionForServing(): void {

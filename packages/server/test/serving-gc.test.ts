@@ -7,8 +7,10 @@
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
+import fs from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { SERVING_NODE_FLAGS } from '../src/serving-gc.js';
 import { tempDir } from './helpers/server.js';
 
 const repoRoot = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../..');
@@ -72,5 +74,18 @@ describe('serving GC settings', () => {
     const building = out.slice(keyMessage);
     assert.match(building, /listening on http/);
     assert.doesNotMatch(building, DECISION);
+  });
+
+  it('npm start and the systemd unit start node with the flags V8 reads only at startup', () => {
+    const start = (JSON.parse(fs.readFileSync(path.join(repoRoot, 'package.json'), 'utf8')) as { scripts: { start: string } }).scripts
+      .start;
+    const unit = fs.readFileSync(path.join(repoRoot, 'deploy/systemd/countersign.service'), 'utf8');
+    const execStart = /^ExecStart=(.*)$/m.exec(unit)![1]!;
+    // The flags between `node` and the script, in any order.
+    const nodeFlags = (command: string) => /node((?: --[\w-]+)*) \S*countersign\.js serve/.exec(command)?.[1]!.trim().split(' ') ?? [];
+    for (const flag of SERVING_NODE_FLAGS) {
+      assert.ok(nodeFlags(start).includes(flag), `npm start: ${start}`);
+      assert.ok(nodeFlags(execStart).includes(flag), `systemd: ${execStart}`);
+    }
   });
 });

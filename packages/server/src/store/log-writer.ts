@@ -193,8 +193,14 @@ export class LogWriter {
   #endTurn(): void {
     const part = this.#open!;
     this.#open = undefined;
-    for (const r of this.#refusals.values()) part.batch.refusals.push(r);
-    this.#refusals.clear();
+    // Only when there is something: `Map#clear` allocates the map a new table, and for a map
+    // that lives in the old generation V8 allocates it there, so clearing an empty map once a
+    // turn promoted ~280 bytes per call (the sampling heap profiler, keeping what outlived the
+    // scavenges) and brought the full GCs sooner.
+    if (this.#refusals.size > 0) {
+      for (const r of this.#refusals.values()) part.batch.refusals.push(r);
+      this.#refusals.clear();
+    }
     this.#queued.push(part);
     this.#pump();
   }
