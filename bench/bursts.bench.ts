@@ -8,10 +8,9 @@
  * docs/performance.md, 2026-11-27). BURSTS_STORE=postgres with DATABASE_URL for PostgreSQL;
  * PROXY_BENCH_CS_FLAGS adds Node flags (e.g. `--trace-gc`).
  */
-import { freshDatabase } from './fresh-database.js';
-import { pinPostgres } from './proxy/pin-postgres.js';
+import { freshDatabaseOffCore } from './proxy/pin-postgres.js';
 import { CORES, COUNTERSIGN_FLAGS, pinSelf, startRole, type Child } from './proxy/children.js';
-import { clientFor, openLoop, pctMs, proxyDoorCall, type CallSpec } from './proxy/load.js';
+import { clientFor, openLoop, pctMs, plainJsonCall, proxyDoorCall, type CallSpec } from './proxy/load.js';
 
 const QUICK = process.env.BENCH_QUICK === '1';
 const N = Number(process.env.BURSTS_N ?? (QUICK ? 2 : 4));
@@ -50,8 +49,7 @@ export default async function burstsBench(): Promise<Record<string, unknown>> {
   if (STORE === 'postgres' && !process.env.DATABASE_URL) throw new Error('BURSTS_STORE=postgres needs DATABASE_URL');
   pinSelf();
   const children: Child[] = [];
-  const db = STORE === 'postgres' ? await freshDatabase(process.env.DATABASE_URL!) : undefined;
-  const pgPin = db ? await pinPostgres(db.url, CORES.load) : undefined;
+  const db = STORE === 'postgres' ? await freshDatabaseOffCore(process.env.DATABASE_URL!, CORES.load) : undefined;
   try {
     const upstream = await startRole('upstream', 'upstream', CORES.load);
     children.push(upstream);
@@ -63,20 +61,14 @@ export default async function burstsBench(): Promise<Record<string, unknown>> {
     const pool = clientFor(spec);
     await openLoop(pool, spec, RATE / 2, 2);
     process.stdout.write(
-      `Countersign ${STORE}${pgPin?.pinned ? ' (PostgreSQL on the load core)' : ''}: ${N} bursts of ${RATE} req/s for ${SECONDS} s, each after ${IDLE_S} s idle\n`,
+      `Countersign ${STORE}${db?.pinned ? ' (PostgreSQL on the load core)' : ''}: ${N} bursts of ${RATE} req/s for ${SECONDS} s, each after ${IDLE_S} s idle\n`,
     );
     const bursts: BurstFigures[] = [];
     for (let i = 0; i < N; i++) {
       bursts.push(await burst(spec, pool));
       process.stdout.write(line(`  burst ${i + 1}`, bursts[i]!));
     }
-    const direct: CallSpec = {
-      origin: upstream.info.url!,
-      path: '/json',
-      method: 'POST',
-      headers: { 'content-type': 'application/json' },
-      body: JSON.stringify({ model: 'm', prompt: 'hello' }),
-    };
+    const direct = plainJsonCall(upstream.info.url!);
     const baseline = await burst(direct, clientFor(direct));
     process.stdout.write(line('  direct call, one burst', baseline));
     const worst = bursts.reduce((a, b) => (b.p999_ms > a.p999_ms ? b : a));
@@ -84,7 +76,6 @@ export default async function burstsBench(): Promise<Record<string, unknown>> {
     return { store: STORE, rate: RATE, seconds: SECONDS, idle_s: IDLE_S, flags: COUNTERSIGN_FLAGS, bursts, direct: baseline };
   } finally {
     for (const c of children.reverse()) await c.stop().catch(() => undefined);
-    await db?.drop().catch(() => undefined);
-    pgPin?.restore();
+    await db?.drop();
   }
 }

@@ -26,8 +26,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import type { Pool } from 'undici';
-import { freshDatabase } from './fresh-database.js';
-import { pinPostgres } from './proxy/pin-postgres.js';
+import { freshDatabaseOffCore } from './proxy/pin-postgres.js';
 import {
   CAN_PIN,
   CORES,
@@ -40,7 +39,7 @@ import {
   startRole,
   type Child,
 } from './proxy/children.js';
-import { clientFor, openLoop, pctMs, proxyDoorCall, saturate, sseRuns, type CallSpec } from './proxy/load.js';
+import { clientFor, openLoop, pctMs, plainJsonCall, proxyDoorCall, REQUEST_BODY, saturate, sseRuns, type CallSpec } from './proxy/load.js';
 import {
   medianOf,
   ratioLines,
@@ -62,7 +61,6 @@ const RATES = [500, 1000, 2000];
 const CONNECTIONS = 32;
 const DOOR = process.env.PROXY_BENCH_DOOR === 'forward' ? 'forward' : 'proxy';
 const ENC = 'bench-encryption-key';
-const REQUEST_BODY = JSON.stringify({ model: 'm', prompt: 'hello' });
 
 /** One thing called: its JSON and SSE calls, the process whose CPU counts, its pool. */
 interface Target {
@@ -76,7 +74,7 @@ interface Target {
 }
 
 function plainTarget(name: string, label: string, origin: string, pid: number): Target {
-  const json: CallSpec = { origin, path: '/json', method: 'POST', headers: { 'content-type': 'application/json' }, body: REQUEST_BODY };
+  const json = plainJsonCall(origin);
   return { name, label, json, sse: { origin, path: '/sse?n=50', method: 'GET', headers: {} }, pid, pool: clientFor(json) };
 }
 
@@ -163,11 +161,9 @@ export default async function proxyBench(): Promise<Record<string, unknown>> {
     children.push(sqlite);
     targets.push(countersignTarget('cs_sqlite', 'Countersign SQLite', sqlite, upUrl));
     if (process.env.DATABASE_URL) {
-      const db = await freshDatabase(process.env.DATABASE_URL);
+      const db = await freshDatabaseOffCore(process.env.DATABASE_URL, CORES.load);
       drops.push(db.drop);
-      const pgPin = await pinPostgres(db.url, CORES.load);
-      drops.push(async () => pgPin.restore());
-      pgPinned = pgPin.pinned;
+      pgPinned = db.pinned;
       const pgChild = await startRole('cs_pg', 'countersign', CORES.proxy, { ...env, PROXY_BENCH_DATABASE_URL: db.url }, [
         ...COUNTERSIGN_FLAGS,
         ...prof('cs_pg'),

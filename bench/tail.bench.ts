@@ -21,10 +21,9 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { freshDatabase } from './fresh-database.js';
-import { pinPostgres } from './proxy/pin-postgres.js';
+import { freshDatabaseOffCore } from './proxy/pin-postgres.js';
 import { CORES, COUNTERSIGN_FLAGS, pinSelf, startRole, threadCpuSeconds, type Child } from './proxy/children.js';
-import { clientFor, openLoop, pctMs, proxyDoorCall, type CallSpec } from './proxy/load.js';
+import { clientFor, openLoop, pctMs, plainJsonCall, proxyDoorCall, type CallSpec } from './proxy/load.js';
 import { attributeOnsets, type TailEvent } from './proxy/tail-attribution.js';
 
 const RATE = Number(process.env.TAIL_RATE ?? 1000);
@@ -55,8 +54,7 @@ export default async function tailBench(): Promise<Record<string, unknown>> {
   pinSelf();
   const children: Child[] = [];
   const stallFile = path.join(os.tmpdir(), `proxy-tail-${process.pid}.jsonl`);
-  const db = STORE === 'postgres' ? await freshDatabase(process.env.DATABASE_URL!) : undefined;
-  const pgPin = db ? await pinPostgres(db.url, CORES.load) : undefined;
+  const db = STORE === 'postgres' ? await freshDatabaseOffCore(process.env.DATABASE_URL!, CORES.load) : undefined;
   try {
     const upstream = await startRole('upstream', 'upstream', CORES.load);
     children.push(upstream);
@@ -67,17 +65,10 @@ export default async function tailBench(): Promise<Record<string, unknown>> {
       ? await startRole('floor', 'floor', CORES.proxy, env, ['--import', stallLog])
       : await startRole('countersign', 'countersign', CORES.proxy, env, [...COUNTERSIGN_FLAGS, '--import', stallLog]);
     children.push(cs);
-    const plain = (origin: string): CallSpec => ({
-      origin,
-      path: '/json',
-      method: 'POST',
-      headers: { 'content-type': 'application/json' },
-      body: JSON.stringify({ model: 'm', prompt: 'hello' }),
-    });
     const spec = DIRECT
-      ? plain(upstream.info.url!)
+      ? plainJsonCall(upstream.info.url!)
       : FLOOR
-        ? plain(cs.info.url!)
+        ? plainJsonCall(cs.info.url!)
         : proofAsked(proxyDoorCall(cs.info.url!, cs.info.apiKey!, 'tail-key', upstream.info.url + '/json'));
     const pool = clientFor(spec);
     await openLoop(pool, spec, RATE, 3); // JIT, pools, pages
@@ -160,7 +151,7 @@ export default async function tailBench(): Promise<Record<string, unknown>> {
     const l = out.latency_ms;
     process.stdout.write(
       [
-        `${DIRECT ? 'Direct call (no proxy)' : FLOOR ? 'Node floor' : `Countersign ${STORE}${pgPin?.pinned ? ' (PostgreSQL on the load core)' : ''}`}, ${RATE} req/s for ${SECONDS} s${COUNTERSIGN_FLAGS.length ? ` (${COUNTERSIGN_FLAGS.join(' ')})` : ''}: p50 ${l.p50} / p90 ${l.p90} / p99 ${l.p99} / p99.9 ${l.p999} / max ${l.max} ms, ${run.errors} errors`,
+        `${DIRECT ? 'Direct call (no proxy)' : FLOOR ? 'Node floor' : `Countersign ${STORE}${db?.pinned ? ' (PostgreSQL on the load core)' : ''}`}, ${RATE} req/s for ${SECONDS} s${COUNTERSIGN_FLAGS.length ? ` (${COUNTERSIGN_FLAGS.join(' ')})` : ''}: p50 ${l.p50} / p90 ${l.p90} / p99 ${l.p99} / p99.9 ${l.p999} / max ${l.max} ms, ${run.errors} errors`,
         `slow (> ${SLOW_MS} ms): ${slow.length}; of them in flight during a GC pause or loop stall of ${BIG_EVENT_MS} ms or more: ${nearBig}`,
         `slow onsets (stalls): ${onsets.onsets}; overlapping ${Object.entries(onsets.by)
           .map(([k, n]) => `${k} ${n}`)
@@ -178,8 +169,7 @@ export default async function tailBench(): Promise<Record<string, unknown>> {
     return out;
   } finally {
     for (const c of children.reverse()) await c.stop().catch(() => undefined);
-    await db?.drop().catch(() => undefined);
-    pgPin?.restore();
+    await db?.drop();
     fs.rmSync(stallFile, { force: true });
   }
 }

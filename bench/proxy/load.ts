@@ -17,6 +17,14 @@ export interface CallSpec {
   body?: string;
 }
 
+/** The body of every benchmark call: a small chat-style JSON request. */
+export const REQUEST_BODY = JSON.stringify({ model: 'm', prompt: 'hello' });
+
+/** `POST /json` with {@link REQUEST_BODY} to `origin`: the upstream itself, or a proxy that passes the path on. */
+export function plainJsonCall(origin: string): CallSpec {
+  return { origin, path: '/json', method: 'POST', headers: { 'content-type': 'application/json' }, body: REQUEST_BODY };
+}
+
 /** A `POST /v1/proxy` call of Countersign at `origin` to `target`, sealed with `encryptionKey`. */
 export function proxyDoorCall(origin: string, apiKey: string, encryptionKey: string, target: string): CallSpec {
   return {

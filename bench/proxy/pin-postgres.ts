@@ -11,6 +11,7 @@
 import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import pg from 'pg';
+import { freshDatabase } from '../fresh-database.js';
 import { CAN_PIN } from './children.js';
 
 /** The mask `taskset -p` reports for `pid`, or undefined when it cannot be read. */
@@ -52,12 +53,31 @@ export async function pinPostgres(url: string, core: string): Promise<{ pinned: 
   }
   const original = maskOf(postmaster);
   if (!original) return none;
-  for (const pid of serverPids(postmaster)) spawnSync('taskset', ['-p', '-c', core, String(pid)], { stdio: 'ignore' });
-  if (maskOf(postmaster) === original && original !== (1 << Number(core)).toString(16)) return none;
+  const setMask = (args: string[]) => {
+    for (const pid of serverPids(postmaster)) spawnSync('taskset', ['-p', ...args, String(pid)], { stdio: 'ignore' });
+  };
+  setMask(['-c', core]);
+  if (maskOf(postmaster) !== (1 << Number(core)).toString(16)) return none;
+  return { pinned: true, restore: () => setMask([original]) };
+}
+
+/**
+ * A throwaway database ({@link freshDatabase}) on the server of `base`, with that server on
+ * `core` when it is local ({@link pinPostgres}); `drop` removes the database and restores the
+ * server's masks.
+ */
+export async function freshDatabaseOffCore(
+  base: string,
+  core: string,
+): Promise<{ url: string; pinned: boolean; drop: () => Promise<void> }> {
+  const db = await freshDatabase(base);
+  const pin = await pinPostgres(db.url, core);
   return {
-    pinned: true,
-    restore: () => {
-      for (const pid of serverPids(postmaster)) spawnSync('taskset', ['-p', original, String(pid)], { stdio: 'ignore' });
+    url: db.url,
+    pinned: pin.pinned,
+    drop: async () => {
+      await db.drop().catch(() => undefined);
+      pin.restore();
     },
   };
 }

@@ -30,8 +30,10 @@ export const SERVING_V8_FLAGS: readonly string[] = ['--no-allocation-site-preten
  * burst's ordinary growth (the code it compiles again, what outlives its scavenges) then
  * reaches that limit within seconds and starts a full GC in the middle of the burst: 40-60 ms of
  * stalls, once per burst (1,000 req/s for 7 s after 25 s idle, four times: p99.9 44-60 ms in
- * the last burst with it, 13-21 ms without; docs/performance.md). The cost is memory that an
- * idle server keeps (its heap stays at the size its load needed, tens of MB).
+ * the last burst with it; without it 16 ms in one run, but 48 in another, where a full GC still
+ * came from real growth and cost ~40 ms because of the helper threads below; docs/performance.md).
+ * The cost is memory that an idle server keeps (its heap stays at the size its load needed, tens
+ * of MB).
  *
  * **GC on the event loop's thread only** (`--single-threaded-gc`). An instance is meant to have
  * one core (docs/operations.md: one per core). V8's helper threads for concurrent marking and
