@@ -47,6 +47,10 @@ test('encodings round-trip and the native and portable base64 encoders agree', (
     assert.ok(bytesEqual(fromBase64(toBase64Url(bytes)), bytes));
     assert.ok(bytesEqual(fromHex(toHex(bytes)), bytes));
   }
+  // Every byte value's digit pair, and only a view's own bytes.
+  const all = new Uint8Array(256).map((_, i) => i);
+  assert.equal(toHex(all), Buffer.from(all).toString('hex'));
+  assert.equal(toHex(all.subarray(250, 253)), 'fafbfc');
   // A view into a larger buffer encodes only its own bytes.
   const big = new Uint8Array([1, 2, 3, 4, 5, 6]);
   assert.equal(toBase64(big.subarray(2, 4)), Buffer.from([3, 4]).toString('base64'));
