@@ -15,14 +15,20 @@ export function installEmbedCors(app: FastifyInstance): void {
   const projects = app.ctx.store.projects;
   // preHandler runs after the route's guard (the principal is known) and before a stream is
   // hijacked, so headers set on the raw response reach streamed answers too.
-  app.addHook('preHandler', async (request, reply) => {
+  // Callback style, not async: every request passes here and nearly none is an embed token's,
+  // so the common case costs no promise.
+  app.addHook('preHandler', (request, reply, done) => {
     const origin = request.headers.origin;
     const p = request.principal;
-    if (typeof origin !== 'string' || p?.kind !== 'embed') return;
-    if (!(await projects.embedOrigins(p.projectId)).includes(origin.toLowerCase())) return;
-    reply.raw.setHeader('access-control-allow-origin', origin);
-    reply.raw.setHeader('access-control-expose-headers', EXPOSED_HEADERS);
-    reply.raw.setHeader('vary', 'Origin');
+    if (typeof origin !== 'string' || p?.kind !== 'embed') return done();
+    projects.embedOrigins(p.projectId).then((origins) => {
+      if (origins.includes(origin.toLowerCase())) {
+        reply.raw.setHeader('access-control-allow-origin', origin);
+        reply.raw.setHeader('access-control-expose-headers', EXPOSED_HEADERS);
+        reply.raw.setHeader('vary', 'Origin');
+      }
+      done();
+    }, done);
   });
   app.options<{ Params: { projectId: string } }>('/v1/projects/:projectId/*', { schema: { hide: true } }, async (request, reply) => {
     const origin = request.headers.origin;

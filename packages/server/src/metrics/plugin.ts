@@ -59,12 +59,14 @@ async function metricsPlugin(app: FastifyInstance): Promise<void> {
   const { ctx } = app;
   enableDefaultMetrics();
 
-  app.addHook('onResponse', async (request, reply) => {
+  // Callback style, not async: it runs for every request, and an async hook costs a promise each.
+  app.addHook('onResponse', (request, reply, done) => {
     const route = request.routeOptions.url ?? 'unmatched';
     const status = statusLabel(reply.statusCode);
     const method = request.method;
     metrics.httpRequests.inc({ method, route, status });
     metrics.httpDuration.observe({ method, route, status }, reply.elapsedTime / 1000);
+    done();
   });
 
   let refreshedAt = -Infinity;
