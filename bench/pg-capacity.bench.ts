@@ -88,7 +88,7 @@ function row(id: string, payload: string, instanceId: string): NewLog {
 }
 
 /** The rows a write inserted, as the refs their outcomes name (the seq each insert returned). */
-function refsOf(ids: string[], seqs: Float64Array): RowRef[] {
+function refsOf(ids: string[], seqs: ArrayLike<number>): RowRef[] {
   return ids.map((id, k) => ({ projectId: 'prj_capacity', id, seq: seqs[k]! }));
 }
 

@@ -15,7 +15,9 @@
  * upstream directly, same harness: the load generator's and upstream's own tail), TAIL_TARGET=floor
  * (the bare Node.js proxy in Countersign's place: the floor's CPU per call at this rate), TAIL_PROOF=1
  * (every call asks for a proof; the process runs the proof batcher), TAIL_DUMP=file
- * (writes the samples and the events as JSON, for a closer look), PROXY_BENCH_SPIN=1 (see load.ts).
+ * (writes the samples and the events as JSON, for a closer look), PROXY_BENCH_SPIN=1 (see load.ts),
+ * TAIL_GC_PHASES=1 (the Countersign process runs with `--trace-gc-nvp`; reports what its scavenges
+ * spend their pauses on, bench/proxy/scavenge-phases.ts).
  */
 import fs from 'node:fs';
 import os from 'node:os';
@@ -24,6 +26,7 @@ import { fileURLToPath } from 'node:url';
 import { freshDatabaseOffCore } from './proxy/pin-postgres.js';
 import { CORES, COUNTERSIGN_FLAGS, pinSelf, startRole, threadCpuSeconds, type Child } from './proxy/children.js';
 import { clientFor, openLoop, pctMs, plainJsonCall, proxyDoorCall, type CallSpec } from './proxy/load.js';
+import { describeScavengePhases, scavengePhases } from './proxy/scavenge-phases.js';
 import { attributeOnsets, type TailEvent } from './proxy/tail-attribution.js';
 
 const RATE = Number(process.env.TAIL_RATE ?? 1000);
@@ -36,6 +39,7 @@ const FLOOR = process.env.TAIL_TARGET === 'floor';
 // TAIL_PROOF=1: every call asks for a proof receipt, and the process runs the proof batcher
 // (roles proofs, tsa, ledger: embedded TSA and ledger), so each 5-s window's claim is in the run.
 const PROOF = process.env.TAIL_PROOF === '1';
+const GC_PHASES = process.env.TAIL_GC_PHASES === '1';
 const SLOW_MS = 5;
 const BIG_EVENT_MS = 10;
 const stallLog = path.join(path.dirname(fileURLToPath(import.meta.url)), 'proxy', 'stall-log.ts');
@@ -63,7 +67,12 @@ export default async function tailBench(): Promise<Record<string, unknown>> {
     if (PROOF) env.PROXY_BENCH_ROLES = 'ingest,management,proofs,tsa,ledger';
     const cs = FLOOR
       ? await startRole('floor', 'floor', CORES.proxy, env, ['--import', stallLog])
-      : await startRole('countersign', 'countersign', CORES.proxy, env, [...COUNTERSIGN_FLAGS, '--import', stallLog]);
+      : await startRole('countersign', 'countersign', CORES.proxy, env, [
+          ...COUNTERSIGN_FLAGS,
+          ...(GC_PHASES ? ['--trace-gc-nvp'] : []),
+          '--import',
+          stallLog,
+        ]);
     children.push(cs);
     const spec = DIRECT
       ? plainJsonCall(upstream.info.url!)
@@ -75,9 +84,11 @@ export default async function tailBench(): Promise<Record<string, unknown>> {
     const pid = cs.proc.pid!;
     const from = Date.now();
     const cpu0 = threadCpuSeconds(pid);
+    const traceFrom = cs.output().length;
     const samples: Array<[number, number]> = [];
     const run = await openLoop(pool, spec, RATE, SECONDS, (due, us) => samples.push([due, us / 1000]));
     const cpu1 = threadCpuSeconds(pid);
+    const scavenges = GC_PHASES ? scavengePhases(cs.output().slice(traceFrom)) : undefined;
     await pool.close();
 
     const events: TailEvent[] = fs
@@ -142,6 +153,7 @@ export default async function tailBench(): Promise<Record<string, unknown>> {
         total_ms: Math.round(stalls.reduce((a, e) => a + e.ms, 0)),
         max_ms: Math.round(Math.max(0, ...stalls.map((e) => e.ms)) * 10) / 10,
       },
+      scavenge_phases: scavenges,
       cpu_us_per_call: {
         event_loop_thread: perCall(mainCpu),
         other_threads: perCall(others),
@@ -164,6 +176,7 @@ export default async function tailBench(): Promise<Record<string, unknown>> {
           .join('; ')}`,
         `event-loop stalls ≥ 5 ms: ${out.event_loop_stalls.count} (total ${out.event_loop_stalls.total_ms} ms, max ${out.event_loop_stalls.max_ms} ms)`,
         `CPU per call: event-loop thread ${out.cpu_us_per_call.event_loop_thread} µs, other threads ${out.cpu_us_per_call.other_threads} µs; ${out.cpu_us_per_call.share_of_core} of the core`,
+        ...(scavenges ? [describeScavengePhases(scavenges)] : []),
       ].join('\n') + '\n',
     );
     return out;

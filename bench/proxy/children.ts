@@ -36,6 +36,8 @@ export interface Child {
   name: string;
   proc: ChildProcess;
   info: Record<string, string>;
+  /** Everything the process wrote to stdout so far (its first line is `info`; V8's traces follow). */
+  output(): string;
   stop(): Promise<void>;
 }
 
@@ -55,8 +57,8 @@ export async function startRole(
   const serving = role === 'countersign' ? SERVING_NODE_FLAGS : [];
   const [cmd, args] = pinned(core, process.execPath, ['--conditions=development', '--import', 'tsx', ...serving, ...nodeFlags, rolesFile]);
   const proc = spawn(cmd, args, { env: { ...process.env, ...env, PROXY_BENCH_ROLE: role }, stdio: ['ignore', 'pipe', 'inherit'] });
+  let out = '';
   const info = await new Promise<Record<string, string>>((resolve, reject) => {
-    let out = '';
     proc.stdout!.on('data', (c: Buffer) => {
       out += c.toString();
       const line = out.split('\n').find((l) => l.startsWith('{'));
@@ -64,7 +66,7 @@ export async function startRole(
     });
     proc.once('exit', (code) => reject(new Error(`${name} exited with ${code}`)));
   });
-  return { name, proc, info, stop: () => stopProcess(proc) };
+  return { name, proc, info, output: () => out, stop: () => stopProcess(proc) };
 }
 
 async function stopProcess(proc: ChildProcess): Promise<void> {
@@ -156,6 +158,7 @@ http {
   return {
     name: 'nginx',
     proc,
+    output: () => '',
     info: { url: `http://127.0.0.1:${port}` },
     stop: async () => {
       await stopProcess(proc);

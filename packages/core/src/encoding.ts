@@ -57,7 +57,7 @@ B64_LOOKUP['_'.charCodeAt(0)] = 63;
  */
 interface NodeBufferLike {
   from(data: ArrayBufferLike, byteOffset: number, length: number): { toString(encoding: string): string };
-  from(text: string, encoding: string): Uint8Array;
+  from(text: string, encoding: 'utf8'): Uint8Array;
 }
 const NativeBuffer = (globalThis as { Buffer?: NodeBufferLike }).Buffer;
 
@@ -127,6 +127,24 @@ const decoder = new TextDecoder('utf-8', { fatal: true });
 /** UTF-8 bytes of a string. */
 export function utf8(text: string): Uint8Array {
   return encoder.encode(text);
+}
+
+/** Node pools Buffers under 4 KB (half its 8-KB pool); a longer text gets its own block there too. */
+const POOLED_UTF8_MAX_UNITS = 4096;
+
+/**
+ * UTF-8 bytes of a string for immediate use (encrypting, hashing), the same bytes as
+ * {@link utf8}. On Node a short text is encoded into a slice of Buffer's shared pool instead of
+ * a memory block of its own: `TextEncoder` gives every result its own block, and the young
+ * generation's collector frees each one in its pause (at 1,000 proxied calls a second, freeing
+ * such blocks was ~60 % of each scavenge; docs/performance.md). The result shares memory with
+ * other short-lived buffers: never keep it, and never pass a secret (SECURITY.md: key strings
+ * stay out of shared memory).
+ */
+export function utf8Transient(text: string): Uint8Array {
+  if (!NativeBuffer || text.length > POOLED_UTF8_MAX_UNITS) return encoder.encode(text);
+  const b = NativeBuffer.from(text, 'utf8');
+  return new Uint8Array(b.buffer, b.byteOffset, b.byteLength);
 }
 
 /**

@@ -8,7 +8,7 @@
  */
 import { canonicalBytes } from './canonical.js';
 import { CoreError } from './errors.js';
-import { concatBytes, fromBase64, fromUtf8, toBase64Url, toHex, utf8 } from './encoding.js';
+import { concatBytes, fromBase64, fromUtf8, toBase64Url, toHex, utf8, utf8Transient } from './encoding.js';
 import { randomBytes } from './random.js';
 import { nodeCrypto } from './native.js';
 import { sha256, sha256Hex } from './hash.js';
@@ -57,8 +57,12 @@ const rawKeys = new WeakMap<EnvelopeKey, Uint8Array>();
 export const ENVELOPE_KEY_CACHE_MS = 60_000;
 const MAX_CACHED_KEYS = 256;
 const keyCache = new Map<string, { key: Promise<EnvelopeKey>; expiresAt: number }>();
-/** Salt of the cache's lookup hashes (one SHA-256 per lookup: a hit costs about 2 µs). */
-const cacheSalt = randomBytes(32);
+/**
+ * Salt of the cache's lookup hashes (one SHA-256 per lookup: a hit costs about 2 µs), as hex:
+ * the lookup hashes the text salt + key string, which Node encodes natively (sha256Hex), so the
+ * key string's bytes get no memory block of their own.
+ */
+const cacheSalt = toHex(randomBytes(32));
 let cacheTtlMs = ENVELOPE_KEY_CACHE_MS;
 let sweepTimer: ReturnType<typeof setTimeout> | undefined;
 
@@ -121,7 +125,7 @@ export function deriveEnvelopeKey(keyString: string, kid?: string): Promise<Enve
   if (typeof keyString !== 'string' || keyString.length === 0) {
     return Promise.reject(new CoreError('invalid_key', 'encryption key must be a non-empty string'));
   }
-  const lookup = toHex(sha256(concatBytes(cacheSalt, utf8(keyString))));
+  const lookup = sha256Hex(cacheSalt + keyString);
   const cacheKey = kid === undefined ? lookup : lookup + '\u0000' + kid;
   const now = monotonicNow();
   sweepKeyCache(now);
@@ -157,7 +161,7 @@ export async function sealBytes(plaintext: Uint8Array, key: EnvelopeKey, logId: 
   const raw = rawKeys.get(key);
   if (nodeCrypto && raw && plaintext.length <= SYNC_LIMIT_BYTES) {
     const cipher = nodeCrypto.createCipheriv('aes-256-gcm', raw, iv, { authTagLength: 16 });
-    cipher.setAAD(utf8(logId));
+    cipher.setAAD(utf8Transient(logId)); // a log id is no secret
     const body = cipher.update(plaintext);
     const rest = cipher.final(); // empty for GCM (a stream mode): then no copy of the ciphertext
     const ct = rest.length === 0 ? body : concatBytes(body, rest);

@@ -27,8 +27,11 @@ export function sha256(data: Uint8Array | string): Uint8Array {
   return nobleSha256(bytes);
 }
 
-/** Lower-case hex SHA-256 digest of `data`. */
+/** Lower-case hex SHA-256 digest of `data` (a string is hashed as its UTF-8 bytes). */
 export function sha256Hex(data: Uint8Array | string): string {
+  // A string goes to Node's one-shot digest as it is: Node encodes it natively, the same bytes
+  // as `utf8` (a test holds them equal, lone surrogates included) without a block of its own.
+  if (typeof data === 'string' && nodeCrypto?.hash) return nodeCrypto.hash('sha256', data, 'hex');
   const bytes = typeof data === 'string' ? utf8(data) : data;
   if (nodeCrypto && bytes.length >= NATIVE_FROM_BYTES)
     return nodeCrypto.hash ? nodeCrypto.hash('sha256', bytes, 'hex') : nodeCrypto.createHash('sha256').update(bytes).digest('hex');

@@ -10,10 +10,11 @@ export interface NodeCryptoSlice {
   createHash(alg: 'sha256'): { update(data: Uint8Array): { digest(): Uint8Array; digest(encoding: 'hex'): string } };
   /**
    * One-shot digest (Node 20.12 and later): no Hash object, so no native handle for the
-   * scavenger to process and, in hex, no digest buffer either.
+   * scavenger to process and, in hex, no digest buffer either. A string is hashed as its UTF-8
+   * bytes, encoded natively (no `TextEncoder` block for the scavenger to free).
    */
-  hash?: ((alg: 'sha256', data: Uint8Array, encoding: 'hex') => string) &
-    ((alg: 'sha256', data: Uint8Array, encoding: 'buffer') => Uint8Array);
+  hash?: ((alg: 'sha256', data: Uint8Array | string, encoding: 'hex') => string) &
+    ((alg: 'sha256', data: Uint8Array | string, encoding: 'buffer') => Uint8Array);
   createCipheriv(
     alg: 'aes-256-gcm',
     key: Uint8Array,

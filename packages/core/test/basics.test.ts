@@ -33,6 +33,7 @@ import {
   toBase64Url,
   toHex,
   utf8,
+  utf8Transient,
 } from '../src/index.js';
 
 const isCode = (code: string) => (e: unknown) => e instanceof CoreError && e.code === code;
@@ -190,6 +191,25 @@ test('SHA-256 is the same digest on both sides of the native threshold', () => {
     assert.equal(toHex(sha256(data)), expected, `sha256, ${size} bytes`);
   }
   assert.equal(sha256Hex('key_agent_x'), createHash('sha256').update('key_agent_x').digest('hex'));
+});
+
+test('text is hashed and encoded as the same UTF-8 bytes on every path (lone surrogates included)', () => {
+  const texts = ['', 'key_agent_x', 'héllo wörld', '\u{1F600}', '\ud800', 'a\udc00b', 'x'.repeat(4095), 'é'.repeat(3000), 'y'.repeat(5000)];
+  for (const text of texts) {
+    const bytes = utf8(text);
+    const label = `${text.length} units`;
+    // Node's native string digest and the bytes TextEncoder gives.
+    assert.equal(sha256Hex(text), toHex(nobleSha256(bytes)), label);
+    const transient = utf8Transient(text);
+    assert.deepEqual([...transient], [...bytes], label);
+    // A plain Uint8Array (not a Buffer view with Buffer's slice), so slice() copies.
+    assert.equal(Object.getPrototypeOf(transient), Uint8Array.prototype, label);
+    if (transient.length > 0) {
+      const copy = transient.slice(0, 1);
+      copy[0] = copy[0]! ^ 0xff;
+      assert.notEqual(transient[0], copy[0], label);
+    }
+  }
 });
 
 test('envelope: seals, opens, and refuses a wrong key, a wrong log id, or any altered byte', async () => {

@@ -44,7 +44,7 @@ for (const _ of STORES.filter((s) => s === 'postgres'))
       const far = () => Date.now() + 5000;
       const write = async (from: number, ins: NewLog[], outs: ReturnType<typeof outcome>[]) => {
         const r = await writer.write({ inserts: ins, outcomes: outs, refusals: [] }, far());
-        r.seqs.forEach((seq, k) => seqOf.set(from + k, seq));
+        [...r.seqs].forEach((seq, k) => seqOf.set(from + k, seq));
         return r;
       };
       const scans = async () =>

@@ -15,7 +15,7 @@
  * bytes that are not UTF-8). In forward mode the write-ahead record has no body yet (it has not
  * arrived); the final record has it. Only the envelope and its hash reach the store.
  */
-import { canonicalize, sealBytesWithHash, utf8, type EnvelopeKey } from '@countersign/core';
+import { canonicalize, sealBytesWithHash, utf8Transient, type EnvelopeKey } from '@countersign/core';
 import type { NewLog } from '../store/index.js';
 import type { CapturedBody } from './capture.js';
 import { redactHeaders } from './headers.js';
@@ -134,7 +134,8 @@ export async function sealProxyPayload(
  * pool's worker.
  */
 export async function sealHere(payload: ProxyPayload, key: EnvelopeKey, logId: string, requestJcs?: string): Promise<SealedPayload> {
-  const bytes = utf8(requestJcs === undefined ? canonicalize(payload) : canonicalProxyPayload(payload, requestJcs));
+  // Transient bytes (Node's shared pool for a short text): sealed and hashed here, then dropped.
+  const bytes = utf8Transient(requestJcs === undefined ? canonicalize(payload) : canonicalProxyPayload(payload, requestJcs));
   const { envelope, payloadHash } = await sealBytesWithHash(bytes, key, logId);
   return { envelope: JSON.stringify(envelope), payloadHash };
 }

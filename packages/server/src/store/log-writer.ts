@@ -53,10 +53,13 @@ export interface WriteBatch {
  * insert written (0 for the others).
  */
 export interface WriteResult {
-  inserted: Uint8Array;
-  seqs: Float64Array;
-  completed: Uint8Array;
+  inserted: RowCodes;
+  seqs: RowCodes;
+  completed: RowCodes;
 }
+
+/** A result column: a plain array (the SQLite writer thread's answer) or a typed one. */
+export type RowCodes = ArrayLike<number> & Iterable<number>;
 
 /** Row code in a {@link WriteResult}. */
 export const WRITTEN = 1;

@@ -43,10 +43,15 @@ export interface BatchMessage {
   refs: unknown[];
 }
 
-/** The worker's answer for each message of one transaction: row codes of inserts (`i`, with the `seq` of each written one in `s`) and outcomes (`o`). */
+/**
+ * The worker's answer for each message of one transaction: row codes of inserts (`i`, with the
+ * `seq` of each written one in `s`) and outcomes (`o`). Plain arrays, not typed ones: a typed
+ * array arrives on the main thread with a memory block of its own, which the young generation's
+ * collector must free in its pause (three per batch, two batches per proxied call).
+ */
 export interface DoneMessage {
   t: 'done';
-  r: Array<{ n: number; i?: Uint8Array; s?: Float64Array; o?: Uint8Array; e?: { code?: string; message: string } }>;
+  r: Array<{ n: number; i?: number[]; s?: number[]; o?: number[]; e?: { code?: string; message: string } }>;
 }
 
 /** The writer thread's body. */
@@ -83,12 +88,12 @@ export function sqliteWriterMain(
 
   /** Runs the messages' rows; throws `expired` (rolling back) if a deadline passed meanwhile. */
   const run = db.transaction((msgs: BatchMessage[]) => {
-    const out: Array<{ n: number; i: Uint8Array; s: Float64Array; o: Uint8Array }> = [];
+    const out: Array<{ n: number; i: number[]; s: number[]; o: number[] }> = [];
     let first = Infinity;
     for (const m of msgs) {
       first = Math.min(first, m.deadline);
-      const i = new Uint8Array(m.ins.length / IW);
-      const s = new Float64Array(i.length);
+      const i = new Array<number>(m.ins.length / IW).fill(0);
+      const s = new Array<number>(i.length).fill(0);
       for (let k = 0, p = 0; p < m.ins.length; k++, p += IW) {
         const v = m.ins;
         const r = insert.run(
@@ -119,7 +124,7 @@ export function sqliteWriterMain(
           s[k] = Number(r.lastInsertRowid);
         }
       }
-      const o = new Uint8Array(m.outs.length / OW);
+      const o = new Array<number>(m.outs.length / OW).fill(0);
       for (let k = 0, p = 0; p < m.outs.length; k++, p += OW) {
         // An outcome row: seq (or null), project id, id, then the columns it sets.
         const v = m.outs;
@@ -147,9 +152,9 @@ export function sqliteWriterMain(
         else
           results.push({
             n: m.n,
-            i: new Uint8Array(m.ins.length / IW).fill(2),
-            s: new Float64Array(m.ins.length / IW),
-            o: new Uint8Array(m.outs.length / OW).fill(2),
+            i: new Array<number>(m.ins.length / IW).fill(2),
+            s: new Array<number>(m.ins.length / IW).fill(0),
+            o: new Array<number>(m.outs.length / OW).fill(2),
           });
       }
       live = keep;
