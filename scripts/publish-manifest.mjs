@@ -7,10 +7,23 @@
 // package.json leaves it out: `types` and `default` point at the built dist. Runs in the
 // package folder as its `prepack` (save the manifest, write the published one) and `postpack`
 // (put the saved one back) script; a leftover copy from an interrupted pack is restored first.
+//
+// The manifest is only ever replaced by a rename, never rewritten in place: other processes read
+// it meanwhile (the test suite packs while other test files start tsx children, whose resolver
+// failed with "Error parsing package.json" on a half-written file). A reader sees the development
+// manifest or the published one; with the published one it resolves the built dist, which the
+// `tsc -b` before the swap has just brought up to date.
 import fs from 'node:fs';
 
 const MANIFEST = 'package.json';
 const SAVED = '.package.json.dev';
+
+/** Replaces `file` with `text` in one step (a rename within the folder). */
+function replaceFile(file, text) {
+  const temporary = `${file}.${process.pid}.tmp`;
+  fs.writeFileSync(temporary, text);
+  fs.renameSync(temporary, file);
+}
 
 /** The manifest as published: every `development` export condition removed. */
 function published(manifest) {
@@ -27,13 +40,13 @@ function published(manifest) {
 
 const step = process.argv[2];
 if (step === 'prepack') {
-  if (fs.existsSync(SAVED)) fs.copyFileSync(SAVED, MANIFEST);
+  if (fs.existsSync(SAVED)) replaceFile(MANIFEST, fs.readFileSync(SAVED, 'utf8'));
   const text = fs.readFileSync(MANIFEST, 'utf8');
-  fs.writeFileSync(SAVED, text);
-  fs.writeFileSync(MANIFEST, JSON.stringify(published(JSON.parse(text)), null, 2) + '\n');
+  replaceFile(SAVED, text);
+  replaceFile(MANIFEST, JSON.stringify(published(JSON.parse(text)), null, 2) + '\n');
 } else if (step === 'postpack') {
   if (fs.existsSync(SAVED)) {
-    fs.copyFileSync(SAVED, MANIFEST);
+    replaceFile(MANIFEST, fs.readFileSync(SAVED, 'utf8'));
     fs.rmSync(SAVED);
   }
 } else {
