@@ -10,7 +10,7 @@
  */
 import { freshDatabaseOffCore } from './proxy/pin-postgres.js';
 import { CORES, COUNTERSIGN_FLAGS, pinSelf, startRole, type Child } from './proxy/children.js';
-import { clientFor, openLoop, pctMs, plainJsonCall, proxyDoorCall, type CallSpec } from './proxy/load.js';
+import { clientFor, latencyFigures, openLoop, plainJsonCall, proxyDoorCall, type CallSpec, type LatencyFigures } from './proxy/load.js';
 
 const QUICK = process.env.BENCH_QUICK === '1';
 const N = Number(process.env.BURSTS_N ?? (QUICK ? 2 : 4));
@@ -19,11 +19,7 @@ const SECONDS = Number(process.env.BURSTS_SECONDS ?? (QUICK ? 2 : 5));
 const IDLE_S = Number(process.env.BURSTS_IDLE_S ?? (QUICK ? 3 : 25));
 const STORE = process.env.BURSTS_STORE === 'postgres' ? 'postgres' : 'sqlite';
 
-interface BurstFigures {
-  p50_ms: number;
-  p99_ms: number;
-  p999_ms: number;
-  max_ms: number;
+interface BurstFigures extends LatencyFigures {
   errors: number;
 }
 
@@ -32,13 +28,7 @@ async function burst(spec: CallSpec, pool: ReturnType<typeof clientFor>): Promis
   await new Promise((r) => setTimeout(r, IDLE_S * 1000));
   await openLoop(pool, spec, RATE, 2);
   const r = await openLoop(pool, spec, RATE, SECONDS);
-  return {
-    p50_ms: pctMs(r.total, 50),
-    p99_ms: pctMs(r.total, 99),
-    p999_ms: pctMs(r.total, 99.9),
-    max_ms: pctMs(r.total, 100),
-    errors: r.errors,
-  };
+  return { ...latencyFigures(r.total), errors: r.errors };
 }
 
 const line = (label: string, f: BurstFigures) =>

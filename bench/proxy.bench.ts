@@ -39,7 +39,18 @@ import {
   startRole,
   type Child,
 } from './proxy/children.js';
-import { clientFor, openLoop, pctMs, plainJsonCall, proxyDoorCall, REQUEST_BODY, saturate, sseRuns, type CallSpec } from './proxy/load.js';
+import {
+  clientFor,
+  latencyFigures,
+  openLoop,
+  pctMs,
+  plainJsonCall,
+  proxyDoorCall,
+  REQUEST_BODY,
+  saturate,
+  sseRuns,
+  type CallSpec,
+} from './proxy/load.js';
 import {
   medianOf,
   ratioLines,
@@ -106,10 +117,7 @@ async function rateStep(t: Target, rate: number): Promise<Omit<RateFigures, 'add
   const r = await openLoop(t.pool, t.json, rate, MEASURE_S);
   const cpu = cpuSeconds(t.pid) - cpu0;
   return {
-    p50_ms: pctMs(r.total, 50),
-    p99_ms: pctMs(r.total, 99),
-    p999_ms: pctMs(r.total, 99.9),
-    max_ms: pctMs(r.total, 100),
+    ...latencyFigures(r.total),
     ttfb_p50_ms: pctMs(r.ttfb, 50),
     achieved_rps: Math.round(r.achievedRps),
     errors: r.errors,

@@ -221,3 +221,16 @@ export async function sseRuns(
 export function pctMs(h: hdr.Histogram, p: number): number {
   return h.totalCount === 0 ? NaN : Math.round(h.getValueAtPercentile(p)) / 1000;
 }
+
+/** The latency percentiles every fixed-rate report gives, ms. */
+export interface LatencyFigures {
+  p50_ms: number;
+  p99_ms: number;
+  p999_ms: number;
+  max_ms: number;
+}
+
+/** {@link LatencyFigures} of a µs histogram (an open-loop run's `total`). */
+export function latencyFigures(h: hdr.Histogram): LatencyFigures {
+  return { p50_ms: pctMs(h, 50), p99_ms: pctMs(h, 99), p999_ms: pctMs(h, 99.9), max_ms: pctMs(h, 100) };
+}

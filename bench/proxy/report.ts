@@ -3,13 +3,10 @@
  * added over the direct call of the same round; ratios to the Node floor and to nginx; and the
  * printed table.
  */
+import type { LatencyFigures } from './load.js';
 
 /** What one target measured in one round of one fixed rate. */
-export interface RateFigures {
-  p50_ms: number;
-  p99_ms: number;
-  p999_ms: number;
-  max_ms: number;
+export interface RateFigures extends LatencyFigures {
   ttfb_p50_ms: number;
   added_p50_ms: number;
   added_p99_ms: number;

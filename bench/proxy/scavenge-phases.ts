@@ -24,13 +24,14 @@ export interface ScavengePhases {
   survived_kb: number;
 }
 
-const PHASES: Record<Exclude<keyof ScavengePhases, 'scavenges'>, string> = {
-  pause_ms: 'pause',
-  array_buffer_sweep_ms: 'scavenge.sweep_array_buffers',
-  external_weak_handles_ms: 'heap.external_weak_global_handles',
-  copy_ms: 'scavenge.parallel',
-  roots_ms: 'scavenge.roots',
-  survived_kb: 'new_space_survived',
+/** Each figure's `--trace-gc-nvp` key, and what its value is divided by (bytes to KB). */
+const PHASES: Record<Exclude<keyof ScavengePhases, 'scavenges'>, [key: string, divisor: number]> = {
+  pause_ms: ['pause', 1],
+  array_buffer_sweep_ms: ['scavenge.sweep_array_buffers', 1],
+  external_weak_handles_ms: ['heap.external_weak_global_handles', 1],
+  copy_ms: ['scavenge.parallel', 1],
+  roots_ms: ['scavenge.roots', 1],
+  survived_kb: ['new_space_survived', 1024],
 };
 
 /** Averages the scavenges of a `--trace-gc-nvp` output; undefined when it has none. */
@@ -40,13 +41,11 @@ export function scavengePhases(traceGcNvp: string): ScavengePhases | undefined {
     .filter((l) => /\bgc=s\b/.test(l))
     .map((l) => new Map(l.split(/\s+/).flatMap((kv) => (kv.includes('=') ? [kv.split('=', 2) as [string, string]] : []))));
   if (rows.length === 0) return undefined;
-  const avg = (key: string, scale = 1) => {
-    const sum = rows.reduce((a, r) => a + (Number(r.get(key)) || 0), 0);
-    return Math.round((sum / rows.length / scale) * 100) / 100;
-  };
   const out = { scavenges: rows.length } as ScavengePhases;
-  for (const [field, key] of Object.entries(PHASES) as Array<[keyof typeof PHASES, string]>)
-    out[field] = field === 'survived_kb' ? Math.round(avg(key, 1024)) : avg(key);
+  for (const [field, [key, divisor]] of Object.entries(PHASES) as Array<[keyof typeof PHASES, [string, number]]>) {
+    const sum = rows.reduce((a, r) => a + (Number(r.get(key)) || 0), 0);
+    out[field] = Math.round((sum / rows.length / divisor) * 100) / 100;
+  }
   return out;
 }
 

@@ -200,6 +200,7 @@ test('text is hashed and encoded as the same UTF-8 bytes on every path (lone sur
     const label = `${text.length} units`;
     // Node's native string digest and the bytes TextEncoder gives.
     assert.equal(sha256Hex(text), toHex(nobleSha256(bytes)), label);
+    assert.equal(toHex(sha256(text)), toHex(nobleSha256(bytes)), label);
     const transient = utf8Transient(text);
     assert.deepEqual([...transient], [...bytes], label);
     // A plain Uint8Array (not a Buffer view with Buffer's slice), so slice() copies.
