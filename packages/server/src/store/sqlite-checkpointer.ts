@@ -71,6 +71,12 @@ export interface CheckpointEvent {
   copied: number;
   /** True when another checkpoint held the lock (nothing was done). */
   busy: boolean;
+  /**
+   * The writer's closing pass only: the count of background passes it had seen end when it
+   * started (it waits for a new one), or `overdue` when it ran without one, twice overdue.
+   */
+  afterPass?: number;
+  overdue?: true;
 }
 
 /**

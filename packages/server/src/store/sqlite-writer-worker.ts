@@ -180,13 +180,14 @@ export function sqliteWriterMain(
 
   let lastEvent: CheckpointEvent | undefined;
   /** False when the checkpoint lock was taken (the background pass): the caller tries again soon. */
-  const checkpoint = (mode: CheckpointEvent['mode']): boolean => {
+  const checkpoint = (mode: CheckpointEvent['mode'], why?: Pick<CheckpointEvent, 'afterPass' | 'overdue'>): boolean => {
     let e: CheckpointEvent | undefined;
     try {
       e = checkpointOnce(db, mode, 'writer', lastEvent);
     } catch {
       /* an I/O error: next time */
     }
+    if (e && why) Object.assign(e, why);
     if (e) port.postMessage((lastEvent = e));
     if (e?.busy) return false;
     lastCheckpoint = Date.now();
@@ -203,7 +204,8 @@ export function sqliteWriterMain(
     const fresh = seen !== passesSeen;
     passesSeen = seen;
     const since = Date.now() - lastCheckpoint;
-    if (since >= cfg.closeEveryMs && (fresh || since >= 2 * cfg.closeEveryMs)) checkpoint('PASSIVE');
+    if (since >= cfg.closeEveryMs && (fresh || since >= 2 * cfg.closeEveryMs))
+      checkpoint('PASSIVE', fresh ? { afterPass: seen } : { overdue: true });
   };
 
   const flush = () => {
