@@ -24,7 +24,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { freshDatabaseOffCore } from './proxy/pin-postgres.js';
-import { CORES, COUNTERSIGN_FLAGS, pinSelf, startRole, threadCpuSeconds, type Child } from './proxy/children.js';
+import { CORES, COUNTERSIGN_FLAGS, pinSelf, startRole, threadCounters, type Child } from './proxy/children.js';
 import { clientFor, openLoop, pctMs, plainJsonCall, proxyDoorCall, type CallSpec } from './proxy/load.js';
 import { describeScavengePhases, scavengePhases } from './proxy/scavenge-phases.js';
 import { attributeOnsets, type TailEvent } from './proxy/tail-attribution.js';
@@ -83,11 +83,11 @@ export default async function tailBench(): Promise<Record<string, unknown>> {
     await openLoop(pool, spec, RATE, 3); // JIT, pools, pages
     const pid = cs.proc.pid!;
     const from = Date.now();
-    const cpu0 = threadCpuSeconds(pid);
+    const cpu0 = threadCounters(pid);
     const traceFrom = cs.output().length;
     const samples: Array<[number, number]> = [];
     const run = await openLoop(pool, spec, RATE, SECONDS, (due, us) => samples.push([due, us / 1000]));
-    const cpu1 = threadCpuSeconds(pid);
+    const cpu1 = threadCounters(pid);
     const scavenges = GC_PHASES ? scavengePhases(cs.output().slice(traceFrom)) : undefined;
     await pool.close();
 
@@ -126,8 +126,22 @@ export default async function tailBench(): Promise<Record<string, unknown>> {
     const stalls = events.filter((e) => e.what === 'stall');
     const perCall = (s: number) => Math.round((s / Math.max(1, run.ok)) * 1e6);
     let others = 0;
-    for (const [tid, s] of cpu1) if (tid !== pid) others += s - (cpu0.get(tid) ?? 0);
-    const mainCpu = (cpu1.get(pid) ?? 0) - (cpu0.get(pid) ?? 0);
+    // Per thread: the event loop, then the others by their names (the store's threads name
+    // themselves, e.g. cs-sqlite-write; Node's own are all "node", summed): CPU and wake-ups
+    // (sleeps ended) per call. On these VMs a wake-up costs tens of µs, so their count matters.
+    const threads: Record<string, { cpu_us: number; wake_ups: number }> = {};
+    for (const [tid, t] of cpu1) {
+      const before = cpu0.get(tid) ?? { cpuSeconds: 0, wakeUps: 0 };
+      if (tid !== pid) others += t.cpuSeconds - before.cpuSeconds;
+      const row = (threads[tid === pid ? 'event loop' : t.name] ??= { cpu_us: 0, wake_ups: 0 });
+      row.cpu_us += t.cpuSeconds - before.cpuSeconds;
+      row.wake_ups += t.wakeUps - before.wakeUps;
+    }
+    for (const row of Object.values(threads)) {
+      row.cpu_us = perCall(row.cpu_us);
+      row.wake_ups = Math.round((row.wake_ups / Math.max(1, run.ok)) * 100) / 100;
+    }
+    const mainCpu = (cpu1.get(pid)?.cpuSeconds ?? 0) - (cpu0.get(pid)?.cpuSeconds ?? 0);
     const out = {
       store: DIRECT ? 'direct' : FLOOR ? 'floor' : STORE,
       rate: RATE,
@@ -159,6 +173,7 @@ export default async function tailBench(): Promise<Record<string, unknown>> {
         other_threads: perCall(others),
         share_of_core: Math.round(((mainCpu + others) / SECONDS) * 100) / 100,
       },
+      per_call_by_thread: threads,
     };
     const l = out.latency_ms;
     process.stdout.write(
@@ -176,6 +191,10 @@ export default async function tailBench(): Promise<Record<string, unknown>> {
           .join('; ')}`,
         `event-loop stalls ≥ 5 ms: ${out.event_loop_stalls.count} (total ${out.event_loop_stalls.total_ms} ms, max ${out.event_loop_stalls.max_ms} ms)`,
         `CPU per call: event-loop thread ${out.cpu_us_per_call.event_loop_thread} µs, other threads ${out.cpu_us_per_call.other_threads} µs; ${out.cpu_us_per_call.share_of_core} of the core`,
+        `per call, by thread (CPU µs, wake-ups): ${Object.entries(threads)
+          .filter(([, t]) => t.cpu_us > 0 || t.wake_ups >= 0.01)
+          .map(([name, t]) => `${name} ${t.cpu_us} µs, ${t.wake_ups}`)
+          .join('; ')}`,
         ...(scavenges ? [describeScavengePhases(scavenges)] : []),
       ].join('\n') + '\n',
     );

@@ -193,12 +193,26 @@ export function fileSize(file: string): number {
   }
 }
 
-/** CPU seconds (user + system) of each thread of a process, by thread id (Linux /proc). */
-export function threadCpuSeconds(pid: number): Map<number, number> {
-  const out = new Map<number, number>();
+/** One thread's counters (Linux /proc): its name, CPU seconds, and how often it went to sleep and was woken again. */
+export interface ThreadCounters {
+  name: string;
+  cpuSeconds: number;
+  /** `voluntary_ctxt_switches`: each is a sleep (epoll, futex, I/O wait) followed by a wake-up. */
+  wakeUps: number;
+}
+
+/** {@link ThreadCounters} of each thread of a process, by thread id. */
+export function threadCounters(pid: number): Map<number, ThreadCounters> {
+  const out = new Map<number, ThreadCounters>();
   for (const tid of fs.readdirSync(`/proc/${pid}/task`)) {
     try {
-      out.set(Number(tid), statCpuSeconds(`/proc/${pid}/task/${tid}/stat`));
+      const dir = `/proc/${pid}/task/${tid}`;
+      const woke = /voluntary_ctxt_switches:\s+(\d+)/.exec(fs.readFileSync(`${dir}/status`, 'utf8'));
+      out.set(Number(tid), {
+        name: fs.readFileSync(`${dir}/comm`, 'utf8').trim(),
+        cpuSeconds: statCpuSeconds(`${dir}/stat`),
+        wakeUps: woke ? Number(woke[1]) : 0,
+      });
     } catch {
       /* the thread ended meanwhile */
     }

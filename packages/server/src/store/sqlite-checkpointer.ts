@@ -162,19 +162,29 @@ export function sqliteCheckpointerMain(
 }
 
 /**
+ * The operating-system names of the store's threads (`top -H`, `ps -L`, `perf`): at most 15
+ * bytes, the kernel's limit. Every other thread of the process keeps Node's name, `node`.
+ */
+export const THREAD_NAMES = { writer: 'cs-sqlite-write', checkpointer: 'cs-checkpoint' } as const;
+
+/**
  * Starts a worker running `main(parentPort, cfg, require('better-sqlite3'), ...helpers)` from
  * source text, so that the store needs no worker file of its own in src/ or dist/. `__name` is
- * what tsx's transform may wrap named functions in; it is not defined in a bare worker.
+ * what tsx's transform may wrap named functions in; it is not defined in a bare worker. The
+ * thread first names itself `threadName` (Linux, through `/proc/thread-self/comm`; elsewhere it
+ * keeps its name), so that an operator can tell the writer from the checkpointer by name.
  */
 export function startSqliteThread(
   main: (...args: never[]) => void,
   cfg: unknown,
+  threadName: string,
   helpers: Array<(...args: never[]) => unknown> = [],
 ): Worker {
   const driver = createRequire(import.meta.url).resolve('better-sqlite3');
   const args = ['wt.parentPort', 'wt.workerData.cfg', 'require(wt.workerData.driver)', ...helpers.map((h) => `(${h.toString()})`)];
-  const source = `var __name = (f) => f;\nconst wt = require('node:worker_threads');\n(${main.toString()})(${args.join(', ')});`;
-  return new Worker(source, { eval: true, workerData: { cfg, driver } });
+  const naming = `try { require('node:fs').writeFileSync('/proc/thread-self/comm', wt.workerData.threadName); } catch {}`;
+  const source = `var __name = (f) => f;\nconst wt = require('node:worker_threads');\n${naming}\n(${main.toString()})(${args.join(', ')});`;
+  return new Worker(source, { eval: true, workerData: { cfg, driver, threadName } });
 }
 
 /**
@@ -197,7 +207,7 @@ export class BackgroundCheckpointer {
 
   /** Starts it; resolves once its connection is open. Events of every pass go to `onCheckpoint`. */
   static async start(data: CheckpointerData, onCheckpoint: (e: CheckpointEvent) => void): Promise<BackgroundCheckpointer> {
-    const worker = startSqliteThread(sqliteCheckpointerMain, data, [runCheckpoint]);
+    const worker = startSqliteThread(sqliteCheckpointerMain, data, THREAD_NAMES.checkpointer, [runCheckpoint]);
     await new Promise<void>((resolve, reject) => {
       worker.once('message', () => resolve());
       worker.once('error', reject);

@@ -24,6 +24,7 @@ import {
   passCounter,
   runCheckpoint,
   startSqliteThread,
+  THREAD_NAMES,
   stopSqliteThread,
   type CheckpointEvent,
 } from './sqlite-checkpointer.js';
@@ -113,7 +114,7 @@ export class SqliteWriter implements WriteBackend {
       sql: WRITER_SQL,
       widths: { insert: INSERT_COLUMNS.length, outcome: OUTCOME_COLUMNS.length + 3, refusal: 3 },
     };
-    const worker = startSqliteThread(sqliteWriterMain, data, [runCheckpoint]);
+    const worker = startSqliteThread(sqliteWriterMain, data, THREAD_NAMES.writer, [runCheckpoint]);
     this.#starting = new Promise<Worker>((resolve, reject) => {
       worker.once('message', () => resolve(worker));
       worker.once('error', reject);
