@@ -58,8 +58,11 @@ export interface WriteResult {
   completed: RowCodes;
 }
 
-/** A result column: a plain array (the SQLite writer thread's answer) or a typed one. */
-export type RowCodes = ArrayLike<number> & Iterable<number>;
+/**
+ * A result column. Plain arrays on both backends, not typed ones: each typed array brings a
+ * memory block of its own for the young generation's collector to free in its pause.
+ */
+export type RowCodes = number[];
 
 /** Row code in a {@link WriteResult}. */
 export const WRITTEN = 1;

@@ -186,9 +186,11 @@ export class PgWriter implements WriteBackend {
   }
 
   async write(batch: WriteBatch, deadline: number): Promise<WriteResult> {
-    const inserted = new Uint8Array(batch.inserts.length);
-    const seqs = new Float64Array(batch.inserts.length);
-    const completed = new Uint8Array(batch.outcomes.length);
+    // Plain arrays: a typed array brings a memory block of its own that the young generation's
+    // collector must free in its pause (three per batch, two batches per proxied call).
+    const inserted = new Array<number>(batch.inserts.length).fill(0);
+    const seqs = new Array<number>(batch.inserts.length).fill(0);
+    const completed = new Array<number>(batch.outcomes.length).fill(0);
     if (Date.now() >= deadline) return { inserted: inserted.fill(EXPIRED), seqs, completed: completed.fill(EXPIRED) };
     // Within one batch the first of a (project, id) pair wins; the others report "existed".
     const firstOf = new Map<string, number>();
