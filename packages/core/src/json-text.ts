@@ -112,16 +112,54 @@ const utf8Lenient = new TextDecoder('utf-8', { ignoreBOM: true });
  * Speed (shared 2-core machine, Node 20): 1.5 to 2 ms per MB of prompt-like text (ASCII or
  * not), about 6 ms per MB of key-dense records, about 18 ms per MB of 17-digit floats (an
  * embeddings answer in float format: each such number costs a `Number` and a `String` call);
- * an over-deep text is refused at the first byte past the limit, whatever its size.
+ * an over-deep text is refused at the first byte past the limit, whatever its size. A small text
+ * costs little more than its bytes: the working arrays are reused from one scan to the next
+ * (0.3 µs for `{"a":1}`, 1 µs for a 131-byte nested object; 3.2 and 10.6 µs when each scan
+ * allocated its own).
  */
 export function inspectJson(bytes: Uint8Array, opts?: JsonInspectOptions): JsonInspectResult {
-  const scanner = new Scanner(bytes, opts?.maxDepth ?? MAX_JSON_DEPTH, opts?.allowInvalidUtf8 === true);
+  const arrays = spareArrays ?? newScanArrays();
+  spareArrays = undefined;
+  const scanner = new Scanner(bytes, opts?.maxDepth ?? MAX_JSON_DEPTH, opts?.allowInvalidUtf8 === true, arrays);
   try {
     return { ok: true, value: scanner.run() };
   } catch (e) {
     if (e instanceof ScanError) return { ok: false, error: e.error, offset: e.offset, message: e.message };
     throw e;
+  } finally {
+    spareArrays = scanner.lend();
   }
+}
+
+/**
+ * The scanner's working arrays (per nesting level, and the key ranges of open objects). A scan
+ * runs to its end without yielding, so the arrays of the last one are lent to the next instead
+ * of allocated per call: each typed array of this size has a memory block outside the heap that
+ * the young generation's collector frees in its pause (two scans per proxied call).
+ */
+interface ScanArrays {
+  isObject: Uint8Array;
+  keyBase: Int32Array;
+  keySetActive: Uint8Array;
+  keyRanges: Int32Array;
+  keySets: Array<Set<string> | undefined>;
+}
+
+/** Arrays grown past these sizes by an unusual text are dropped rather than kept for the next scan. */
+const KEEP_LEVELS = 256;
+const KEEP_KEY_RANGES = 1024;
+const START_LEVELS = 66;
+
+let spareArrays: ScanArrays | undefined;
+
+function newScanArrays(): ScanArrays {
+  return {
+    isObject: new Uint8Array(START_LEVELS),
+    keyBase: new Int32Array(START_LEVELS),
+    keySetActive: new Uint8Array(START_LEVELS),
+    keyRanges: new Int32Array(64),
+    keySets: [],
+  };
 }
 
 /** The scanner's state; one instance per call. */
@@ -140,10 +178,10 @@ class Scanner {
    * `#keyBase[depth]` and are dropped when it closes), compared byte for byte; an object with an
    * escaped or invalid-UTF-8 name, or many names, switches to a Set of decoded names instead.
    */
-  #keyRanges = new Int32Array(64);
+  #keyRanges: Int32Array;
   #keyTop = 0;
   #keyBase: Int32Array;
-  readonly #keySets: Array<Set<string> | undefined> = [];
+  readonly #keySets: Array<Set<string> | undefined>;
   #keySetActive: Uint8Array;
   #members: Map<string, Array<[number, number]>> | undefined;
   // What the last string held (set by #string).
@@ -159,13 +197,31 @@ class Scanner {
     private readonly bytes: Uint8Array,
     private readonly maxDepth: number,
     private readonly allowInvalidUtf8: boolean,
+    arrays: ScanArrays,
   ) {
-    // Every level opens with a byte, so the text bounds the depth as well as maxDepth does.
-    // Per-level arrays start small and double as nesting grows (#grow).
-    const levels = Math.min(maxDepth, bytes.length, 64) + 2;
-    this.#isObject = new Uint8Array(levels);
-    this.#keyBase = new Int32Array(levels);
-    this.#keySetActive = new Uint8Array(levels);
+    // Per-level arrays (lent, see ScanArrays) double as nesting grows (#grow). Nothing in them is
+    // read before this scan writes it: a level's slots are set when it opens, key ranges below
+    // #keyTop only, and a key Set is cleared when an object starts using it.
+    this.#isObject = arrays.isObject;
+    this.#keyBase = arrays.keyBase;
+    this.#keySetActive = arrays.keySetActive;
+    this.#keyRanges = arrays.keyRanges;
+    this.#keySets = arrays.keySets;
+  }
+
+  /** The working arrays, for the next scan; undefined when this text grew them unusually large. */
+  lend(): ScanArrays | undefined {
+    // Names read from the text stay in no Set past the scan (they can be a caller's data).
+    for (const set of this.#keySets) set?.clear();
+    if (this.#isObject.length > KEEP_LEVELS || this.#keyRanges.length > KEEP_KEY_RANGES || this.#keySets.length > KEEP_LEVELS)
+      return undefined;
+    return {
+      isObject: this.#isObject,
+      keyBase: this.#keyBase,
+      keySetActive: this.#keySetActive,
+      keyRanges: this.#keyRanges,
+      keySets: this.#keySets,
+    };
   }
 
   run(): JsonInspection {

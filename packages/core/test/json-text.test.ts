@@ -414,3 +414,32 @@ test('containers are counted, and the budget grows with the size of the text', (
   const rows = JSON.stringify(Array.from({ length: 20_000 }, (_, i) => ({ id: i, name: `user ${i}`, email: `u${i}@example.com` })));
   assert.ok(count(rows) < jsonContainerBudget(rows.length));
 });
+
+test('inspectJson: each scan starts clean, whatever the one before it did (its working arrays are reused)', () => {
+  const keys = (n: number, prefix = 'k') => Array.from({ length: n }, (_, i) => `"${prefix}${i}":${i}`).join(',');
+  // An object with more names than the byte comparison takes switches to a Set of names; the
+  // names must not carry over into the next text's objects at that depth.
+  assert.equal(ok(`{"a":{${keys(40)}}}`).lossless, true);
+  assert.equal(ok(`{"a":{"\\u006b3":1,${keys(3, 'j')}}}`).lossless, true, 'k3 of the previous text is no duplicate here');
+  assert.equal(ok(`{"a":{${keys(20)},"k7":1}}`).lossyReason, 'duplicate_key');
+  assert.equal(ok(`{"a":{"k7":1}}`).lossless, true);
+  // A scan that stopped midway (a syntax error three levels down), then whole ones.
+  assert.equal(inspect('{"a":[{"b":{"c":').ok, false);
+  const after = ok('{"a":[{"b":1}],"c":{"b":1}}');
+  assert.equal(after.lossless, true);
+  assert.equal(after.depth, 3);
+  assert.equal(ok('[{"x":1},{"x":1}]').lossless, true, 'sibling objects each have their own names');
+  // A text that grew the arrays past what is kept, then a shallow one: duplicates still found.
+  assert.equal(ok('{"x":'.repeat(700) + '1' + '}'.repeat(700), { maxDepth: 1000 }).depth, 700);
+  assert.equal(ok(nested(600), { maxDepth: 1000 }).depth, 600);
+  assert.equal(ok('{"a":{"x":1,"x":2}}').lossyReason, 'duplicate_key');
+  assert.equal(ok('{"a":{"x":1,"y":2}}').lossless, true);
+  // Many scans in a row agree with a fresh understanding of each text.
+  for (let i = 0; i < 200; i++) {
+    const dup = i % 3 === 0;
+    const members = [keys(i % 25), dup ? '"k0":0' : ''].filter(Boolean).join(',');
+    const text = `{"o":{${members}},"n":${i}}`;
+    const r = ok(text);
+    assert.equal(r.lossless, !(dup && i % 25 > 0), text);
+  }
+});
