@@ -6,7 +6,7 @@
  * fields; the AAD is the UTF-8 log id, so an envelope cannot be moved to another log id.
  * The 256-bit key is SHA-256 of the UTF-8 key string.
  */
-import { canonicalBytes } from './canonical.js';
+import { canonicalize } from './canonical.js';
 import { CoreError } from './errors.js';
 import { concatBytes, fromBase64, fromUtf8, toBase64Url, toHex, utf8, utf8Transient } from './encoding.js';
 import { randomBytes } from './random.js';
@@ -186,7 +186,16 @@ export async function sealBytes(plaintext: Uint8Array, key: EnvelopeKey, logId: 
 
 /** Encrypts a JSON payload (its RFC 8785 bytes) into an envelope bound to `logId`. */
 export function sealPayload(payload: unknown, key: EnvelopeKey, logId: string): Promise<Envelope> {
-  return sealBytes(canonicalBytes(payload), key, logId);
+  return sealBytes(transientCanonicalBytes(payload), key, logId);
+}
+
+/**
+ * The payload's RFC 8785 bytes for sealing only: Node's Buffer pool holds a short text (see
+ * `utf8Transient`), read before the seal's first await (the cipher and the digest run
+ * synchronously; WebCrypto copies its input when called), never kept.
+ */
+function transientCanonicalBytes(payload: unknown): Uint8Array {
+  return utf8Transient(canonicalize(payload));
 }
 
 // Above this size the hash runs in WebCrypto (asynchronous, beside the encryption) instead of the
@@ -219,7 +228,7 @@ export function sealPayloadWithHash(
   key: EnvelopeKey,
   logId: string,
 ): Promise<{ envelope: Envelope; payloadHash: string }> {
-  return sealBytesWithHash(canonicalBytes(payload), key, logId);
+  return sealBytesWithHash(transientCanonicalBytes(payload), key, logId);
 }
 
 /**

@@ -2,15 +2,16 @@
  * The decrypted log payload and its hash. `payloadHash` = hex SHA-256 of the RFC 8785 bytes, so
  * a parsed object and its text hash the same, whoever canonicalizes them.
  */
-import { canonicalBytes } from './canonical.js';
+import { canonicalize } from './canonical.js';
 import { toHex } from './encoding.js';
-import { sha256 } from './hash.js';
+import { sha256Hex } from './hash.js';
 import { CoreError } from './errors.js';
 import { randomBytes } from './random.js';
 
 /** Hex SHA-256 of the canonical (RFC 8785) form of `payload`. */
 export function payloadHashHex(payload: unknown): string {
-  return toHex(sha256(canonicalBytes(payload)));
+  // The canonical text hashed as UTF-8 by the native digest (no copy of it as bytes first).
+  return sha256Hex(canonicalize(payload));
 }
 
 /**
