@@ -9,9 +9,12 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { subscribe, unsubscribe } from 'node:diagnostics_channel';
 import fs from 'node:fs';
+import os from 'node:os';
 import path from 'node:path';
 import { metrics } from '../src/metrics/registry.js';
-import { CHECKPOINT_CHANNEL, type CheckpointEvent } from '../src/store/sqlite-checkpointer.js';
+import { Store, type NewLog } from '../src/store/index.js';
+import { CHECKPOINT_CHANNEL, CHECKPOINT_POLICY, type CheckpointEvent } from '../src/store/sqlite-checkpointer.js';
+import { SqliteWriter } from '../src/store/sqlite-writer.js';
 import { startApp } from './helpers/server.js';
 import { fullProject, postLog } from './foundation-helpers.js';
 
@@ -78,7 +81,8 @@ test("SQLite: under writes that never pause, background passes copy the WAL and 
     // A pass that found nothing new to copy counts too but publishes no event: before the first
     // closing pass every pass may be such a one (the WAL emptied at startup), so from the second on.
     // (Under writes that never pause, a writer that closed on time alone would pass this too: with
-    // passes every 100 ms and closes every 500, a new pass always ends between two closes.)
+    // passes every 100 ms and closes every 500, a new pass always ends between two closes. The
+    // next test tells them apart.)
     const ends = events.filter((e) => e.by === 'background' && !e.busy).map((e) => e.at + e.ms);
     const waited = closing.filter((close) => !close.overdue);
     assert.ok(waited.length >= 1, 'a closing pass waited for a background pass');
@@ -94,5 +98,59 @@ test("SQLite: under writes that never pause, background passes copy the WAL and 
   } finally {
     unsubscribe(CHECKPOINT_CHANNEL, listen);
     await t.close();
+  }
+});
+
+test("SQLite: the writer's closing pass waits for a background pass; with none ending, it closes only when twice overdue", async () => {
+  // The check above cannot tell a writer that waits from one that closes on time alone (a pass
+  // always ends between two closes). Here no background pass ends during the run (one a minute):
+  // a writer that waits closes every 2 × closeEveryMs, saying it was overdue; one that did not
+  // wait would close every closeEveryMs.
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'countersign-close-wait-'));
+  await (await Store.open({ dataDir: dir })).close();
+  const policy = { ...CHECKPOINT_POLICY, backgroundEveryMs: 60_000 };
+  const writer = await SqliteWriter.start({ file: path.join(dir, 'countersign.db'), synchronous: 'NORMAL', timeoutMs: 5000, policy });
+  const events: CheckpointEvent[] = [];
+  const listen = (m: unknown) => void events.push(m as CheckpointEvent);
+  subscribe(CHECKPOINT_CHANNEL, listen);
+  const log = (i: number): NewLog => ({
+    id: `log_close_wait_${i}`,
+    projectId: 'prj_close_wait',
+    keyId: 'key_close_wait',
+    receivedAt: Date.now(),
+    occurredAt: null,
+    actor: 'test',
+    action: 'write',
+    traceId: null,
+    actorType: 'service',
+    credentialHandoverDetected: false,
+    source: 'log',
+    status: 'complete',
+    requestProof: false,
+    payloadHash: null,
+    payload: 'z'.repeat(1500),
+    metadata: null,
+  });
+  try {
+    const until = Date.now() + 2 * policy.closeEveryMs * 2 + 600;
+    for (let i = 0; Date.now() < until; i++) {
+      const r = await writer.write({ inserts: [log(i)], outcomes: [], refusals: [] }, Date.now() + 5000);
+      assert.equal(r.inserted[0], 1);
+    }
+    const closing = events.filter((e) => e.by === 'writer' && e.mode === 'PASSIVE' && !e.busy);
+    assert.ok(closing.length >= 2, `${closing.length} closing passes`);
+    assert.deepEqual(
+      closing.filter((e) => e.overdue !== true),
+      [],
+      'with no background pass ending, every closing pass ran overdue',
+    );
+    for (let k = 1; k < closing.length; k++) {
+      const gap = closing[k]!.at - closing[k - 1]!.at;
+      assert.ok(gap >= 2 * policy.closeEveryMs - 20, `closing passes ${gap} ms apart`);
+    }
+  } finally {
+    unsubscribe(CHECKPOINT_CHANNEL, listen);
+    await writer.close();
+    fs.rmSync(dir, { recursive: true, force: true });
   }
 });

@@ -27,6 +27,7 @@ import {
   THREAD_NAMES,
   stopSqliteThread,
   type CheckpointEvent,
+  type CheckpointPolicy,
 } from './sqlite-checkpointer.js';
 
 const SET_OUTCOME = OUTCOME_COLUMNS.map((c) => `${c} = ?`).join(', ');
@@ -64,6 +65,8 @@ export interface SqliteWriterOptions {
   synchronous: 'NORMAL' | 'FULL';
   /** The store deadline, ms. */
   timeoutMs: number;
+  /** When each thread checkpoints; {@link CHECKPOINT_POLICY} unless a test needs another. */
+  policy?: CheckpointPolicy;
 }
 
 /** A batch handed to the writer thread, waiting for its answer. */
@@ -90,12 +93,16 @@ export class SqliteWriter implements WriteBackend {
 
   private constructor(private readonly options: SqliteWriterOptions) {}
 
+  get #policy(): CheckpointPolicy {
+    return this.options.policy ?? CHECKPOINT_POLICY;
+  }
+
   /** Starts the writer thread and the background checkpointer; resolves once both have opened the database. */
   static async start(options: SqliteWriterOptions): Promise<SqliteWriter> {
     const w = new SqliteWriter(options);
     await w.#spawn();
     w.#checkpointer = await BackgroundCheckpointer.start(
-      { file: options.file, synchronous: options.synchronous, everyMs: CHECKPOINT_POLICY.backgroundEveryMs, passes: w.#passes },
+      { file: options.file, synchronous: options.synchronous, everyMs: w.#policy.backgroundEveryMs, passes: w.#passes },
       observeCheckpoint,
     );
     return w;
@@ -107,9 +114,9 @@ export class SqliteWriter implements WriteBackend {
       file: this.options.file,
       synchronous: this.options.synchronous,
       busyTimeoutMs: this.options.timeoutMs,
-      closeEveryMs: CHECKPOINT_POLICY.closeEveryMs,
+      closeEveryMs: this.#policy.closeEveryMs,
       passes: this.#passes,
-      truncateIdleMs: CHECKPOINT_POLICY.truncateIdleMs,
+      truncateIdleMs: this.#policy.truncateIdleMs,
       walLimitBytes: WAL_LIMIT_BYTES,
       sql: WRITER_SQL,
       widths: { insert: INSERT_COLUMNS.length, outcome: OUTCOME_COLUMNS.length + 3, refusal: 3 },
