@@ -125,23 +125,24 @@ export default async function tailBench(): Promise<Record<string, unknown>> {
     }
     const stalls = events.filter((e) => e.what === 'stall');
     const perCall = (s: number) => Math.round((s / Math.max(1, run.ok)) * 1e6);
-    let others = 0;
     // Per thread: the event loop, then the others by their names (the store's threads name
-    // themselves, e.g. cs-sqlite-write; Node's own are all "node", summed): CPU and wake-ups
-    // (sleeps ended) per call. On these VMs a wake-up costs tens of µs, so their count matters.
-    const threads: Record<string, { cpu_us: number; wake_ups: number }> = {};
+    // themselves, e.g. cs-sqlite-write; Node's own are all "node", summed): CPU seconds and
+    // wake-ups (sleeps ended) over the run. On these VMs a wake-up costs tens of µs.
+    const used: Record<string, { cpu: number; wakeUps: number }> = {};
     for (const [tid, t] of cpu1) {
       const before = cpu0.get(tid) ?? { cpuSeconds: 0, wakeUps: 0 };
-      if (tid !== pid) others += t.cpuSeconds - before.cpuSeconds;
-      const row = (threads[tid === pid ? 'event loop' : t.name] ??= { cpu_us: 0, wake_ups: 0 });
-      row.cpu_us += t.cpuSeconds - before.cpuSeconds;
-      row.wake_ups += t.wakeUps - before.wakeUps;
+      const row = (used[tid === pid ? 'event loop' : t.name] ??= { cpu: 0, wakeUps: 0 });
+      row.cpu += t.cpuSeconds - before.cpuSeconds;
+      row.wakeUps += t.wakeUps - before.wakeUps;
     }
-    for (const row of Object.values(threads)) {
-      row.cpu_us = perCall(row.cpu_us);
-      row.wake_ups = Math.round((row.wake_ups / Math.max(1, run.ok)) * 100) / 100;
-    }
-    const mainCpu = (cpu1.get(pid)?.cpuSeconds ?? 0) - (cpu0.get(pid)?.cpuSeconds ?? 0);
+    const mainCpu = used['event loop']?.cpu ?? 0;
+    const others = Object.values(used).reduce((a, r) => a + r.cpu, 0) - mainCpu;
+    const threads = Object.fromEntries(
+      Object.entries(used).map(([name, r]) => [
+        name,
+        { cpu_us: perCall(r.cpu), wake_ups: Math.round((r.wakeUps / Math.max(1, run.ok)) * 100) / 100 },
+      ]),
+    );
     const out = {
       store: DIRECT ? 'direct' : FLOOR ? 'floor' : STORE,
       rate: RATE,

@@ -49,6 +49,8 @@ async function measure(paired: boolean): Promise<{ insert: number; outcome: numb
     const pageSize = db.pragma('page_size', { simple: true }) as number;
     const walFile = path.join(dir, 'countersign.db-wal');
     const walSize = () => (fs.existsSync(walFile) ? fs.statSync(walFile).size : 0);
+    /** Frames appended to the WAL since it was `size` bytes long. */
+    const framesSince = (size: number) => (walSize() - size) / (24 + pageSize);
     const insert = db.prepare(WRITER_SQL.insert);
     const complete = db.prepare(WRITER_SQL.completeBySeq);
     const pendingPayload = 'p'.repeat(PENDING);
@@ -84,7 +86,6 @@ async function measure(paired: boolean): Promise<{ insert: number; outcome: numb
       const now = Date.now();
       complete.run('complete', finalPayload, crypto.randomBytes(32).toString('hex'), now, 200, 1.5, 2.5, now, seq);
     };
-    const owner = new Map<number, string>();
     let insertFrames = 0;
     let outcomeFrames = 0;
     let measuredFrom = 0;
@@ -100,17 +101,19 @@ async function measure(paired: boolean): Promise<{ insert: number; outcome: numb
           if (done !== undefined) completeRow(done);
           return seq;
         })();
-        if (i >= WARM) insertFrames += (walSize() - before) / (24 + pageSize);
+        if (i >= WARM) insertFrames += framesSince(before);
       } else {
         const seq = db.transaction(() => insertRow())();
+        const inserted = framesSince(before);
         const between = walSize();
         db.transaction(() => completeRow(seq))();
         if (i >= WARM) {
-          insertFrames += (between - before) / (24 + pageSize);
-          outcomeFrames += (walSize() - between) / (24 + pageSize);
+          insertFrames += inserted;
+          outcomeFrames += framesSince(between);
         }
       }
     }
+    const owner = new Map<number, string>();
     for (const r of db.prepare('select name, pageno from dbstat').all() as Array<{ name: string; pageno: number }>)
       owner.set(r.pageno, r.name);
     const byTree: Breakdown = {};

@@ -1,14 +1,14 @@
 /**
- * The store's threads and the offload pool's carry names of their own (thread-name.ts,
- * sqlite-checkpointer.ts `THREAD_NAMES`), so that `top -H` or `perf` on a busy instance says
- * which thread burns the core: the writer, the checkpointer or the offload pool. Linux only (the
+ * The store's threads and the offload pool's carry names of their own (thread-name.ts), so that
+ * `top -H` or `perf` on a busy instance says which thread burns the core: the writer, the
+ * checkpointer or the offload pool. Linux only (the
  * names live in /proc); elsewhere the test has nothing to look at and says so.
  */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import { acquireOffloadPool, offload, releaseOffloadPool } from '../src/offload/pool.js';
-import { THREAD_NAMES } from '../src/store/sqlite-checkpointer.js';
+import { THREAD_NAMES } from '../src/thread-name.js';
 import { startApp } from './helpers/server.js';
 
 const linux = fs.existsSync('/proc/self/task');
@@ -47,7 +47,7 @@ test('the offload pool names its threads', { skip: !linux && 'no /proc here' }, 
     const parsed = await offload({ kind: 'parse', raw: new TextEncoder().encode('{"a":1}') });
     assert.equal(parsed.kind, 'parse');
     const names = threadNames();
-    assert.ok(names.includes('cs-offload'), `threads: ${names.join(', ')}`);
+    assert.ok(names.includes(THREAD_NAMES.offload), `threads: ${names.join(', ')}`);
   } finally {
     await releaseOffloadPool();
   }

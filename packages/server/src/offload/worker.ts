@@ -5,9 +5,9 @@
 import { sealPayloadWithHash, type Envelope, type EnvelopeKey } from '@countersign/core';
 import { inspectBody, type InspectedBody } from '../http/json-inspect.js';
 import { sealHere, type ProxyPayload, type SealedPayload } from '../proxy/record.js';
-import { nameThisThread } from '../thread-name.js';
+import { nameThisThread, THREAD_NAMES } from '../thread-name.js';
 
-nameThisThread('cs-offload');
+nameThisThread(THREAD_NAMES.offload);
 
 /** Work the pool does. */
 export type OffloadTask =

@@ -32,6 +32,7 @@
 import { createRequire } from 'node:module';
 import { Worker, type MessagePort } from 'node:worker_threads';
 import type BetterSqlite3 from 'better-sqlite3';
+import { nameThisThread, THREAD_NAMES } from '../thread-name.js';
 
 /** When each thread checkpoints. */
 export interface CheckpointPolicy {
@@ -162,17 +163,11 @@ export function sqliteCheckpointerMain(
 }
 
 /**
- * The operating-system names of the store's threads (`top -H`, `ps -L`, `perf`): at most 15
- * bytes, the kernel's limit. Every other thread of the process keeps Node's name, `node`.
- */
-export const THREAD_NAMES = { writer: 'cs-sqlite-write', checkpointer: 'cs-checkpoint' } as const;
-
-/**
  * Starts a worker running `main(parentPort, cfg, require('better-sqlite3'), ...helpers)` from
  * source text, so that the store needs no worker file of its own in src/ or dist/. `__name` is
  * what tsx's transform may wrap named functions in; it is not defined in a bare worker. The
- * thread first names itself `threadName` (Linux, through `/proc/thread-self/comm`; elsewhere it
- * keeps its name), so that an operator can tell the writer from the checkpointer by name.
+ * thread first names itself `threadName` ({@link nameThisThread}, run from its source text too),
+ * so that an operator can tell the writer from the checkpointer by name.
  */
 export function startSqliteThread(
   main: (...args: never[]) => void,
@@ -182,7 +177,7 @@ export function startSqliteThread(
 ): Worker {
   const driver = createRequire(import.meta.url).resolve('better-sqlite3');
   const args = ['wt.parentPort', 'wt.workerData.cfg', 'require(wt.workerData.driver)', ...helpers.map((h) => `(${h.toString()})`)];
-  const naming = `try { require('node:fs').writeFileSync('/proc/thread-self/comm', wt.workerData.threadName); } catch {}`;
+  const naming = `(${nameThisThread.toString()})(wt.workerData.threadName);`;
   const source = `var __name = (f) => f;\nconst wt = require('node:worker_threads');\n${naming}\n(${main.toString()})(${args.join(', ')});`;
   return new Worker(source, { eval: true, workerData: { cfg, driver, threadName } });
 }

@@ -24,11 +24,11 @@ import {
   passCounter,
   runCheckpoint,
   startSqliteThread,
-  THREAD_NAMES,
   stopSqliteThread,
   type CheckpointEvent,
   type CheckpointPolicy,
 } from './sqlite-checkpointer.js';
+import { THREAD_NAMES } from '../thread-name.js';
 
 const SET_OUTCOME = OUTCOME_COLUMNS.map((c) => `${c} = ?`).join(', ');
 // A record already sealed into a proof batch never changes (proxy-outcomes.ts); only a proxy
