@@ -154,19 +154,40 @@ export function fingerprintKid(keyString: string): string {
 }
 
 /**
+ * Envelopes made by this module, whose `iv`, `ct` and `tag` are base64url by construction:
+ * {@link envelopeText} writes those without reading them again.
+ */
+const madeHere = new WeakSet<Envelope>();
+
+/** The synchronous seal (Node's cipher), or `undefined` where only WebCrypto can do it. */
+function sealNow(plaintext: Uint8Array, key: EnvelopeKey, logId: string): Envelope | undefined {
+  const raw = rawKeys.get(key);
+  if (!nodeCrypto || !raw || plaintext.length > SYNC_LIMIT_BYTES) return undefined;
+  const iv = randomBytes(12);
+  const cipher = nodeCrypto.createCipheriv('aes-256-gcm', raw, iv, { authTagLength: 16 });
+  cipher.setAAD(utf8Transient(logId)); // a log id is no secret
+  const body = cipher.update(plaintext);
+  const rest = cipher.final(); // empty for GCM (a stream mode): then no copy of the ciphertext
+  const ct = rest.length === 0 ? body : concatBytes(body, rest);
+  const e: Envelope = {
+    v: 1,
+    alg: 'A256GCM',
+    kid: key.kid,
+    iv: toBase64Url(iv),
+    ct: toBase64Url(ct),
+    tag: toBase64Url(cipher.getAuthTag()),
+  };
+  madeHere.add(e);
+  return e;
+}
+
+/**
  * Encrypts bytes into an envelope bound to `logId`.
  */
 export async function sealBytes(plaintext: Uint8Array, key: EnvelopeKey, logId: string): Promise<Envelope> {
+  const now = sealNow(plaintext, key, logId);
+  if (now) return now;
   const iv = randomBytes(12);
-  const raw = rawKeys.get(key);
-  if (nodeCrypto && raw && plaintext.length <= SYNC_LIMIT_BYTES) {
-    const cipher = nodeCrypto.createCipheriv('aes-256-gcm', raw, iv, { authTagLength: 16 });
-    cipher.setAAD(utf8Transient(logId)); // a log id is no secret
-    const body = cipher.update(plaintext);
-    const rest = cipher.final(); // empty for GCM (a stream mode): then no copy of the ciphertext
-    const ct = rest.length === 0 ? body : concatBytes(body, rest);
-    return { v: 1, alg: 'A256GCM', kid: key.kid, iv: toBase64Url(iv), ct: toBase64Url(ct), tag: toBase64Url(cipher.getAuthTag()) };
-  }
   const sealed = new Uint8Array(
     await globalThis.crypto.subtle.encrypt(
       { name: 'AES-GCM', iv: iv as BufferSource, additionalData: utf8(logId) as BufferSource, tagLength: 128 },
@@ -174,7 +195,7 @@ export async function sealBytes(plaintext: Uint8Array, key: EnvelopeKey, logId: 
       plaintext as BufferSource,
     ),
   );
-  return {
+  const e: Envelope = {
     v: 1,
     alg: 'A256GCM',
     kid: key.kid,
@@ -182,6 +203,50 @@ export async function sealBytes(plaintext: Uint8Array, key: EnvelopeKey, logId: 
     ct: toBase64Url(sealed.subarray(0, sealed.length - 16)),
     tag: toBase64Url(sealed.subarray(sealed.length - 16)),
   };
+  madeHere.add(e);
+  return e;
+}
+
+/**
+ * The envelope's JSON text: exactly `JSON.stringify(envelope)`. For an envelope this module made
+ * it is written by concatenation, because its `iv`, `ct` and `tag` are base64url, which never
+ * needs escaping, while `JSON.stringify` reads the ciphertext again character by character
+ * (about 3 ns a character here: 8 µs for a 2 KB record, warm). Any other envelope (one a client
+ * sent, say) goes through `JSON.stringify`.
+ */
+export function envelopeText(envelope: Envelope): string {
+  if (!madeHere.has(envelope)) return JSON.stringify(envelope);
+  return (
+    '{"v":1,"alg":"A256GCM","kid":' +
+    JSON.stringify(envelope.kid) +
+    ',"iv":"' +
+    envelope.iv +
+    '","ct":"' +
+    envelope.ct +
+    '","tag":"' +
+    envelope.tag +
+    '"}'
+  );
+}
+
+/**
+ * The envelope's RFC 8785 text: exactly `canonicalize(envelope)` (members sorted: alg, ct, iv,
+ * kid, tag, v), written by concatenation for an envelope this module made, for the reason given
+ * at {@link envelopeText}.
+ */
+export function canonicalEnvelopeText(envelope: Envelope): string {
+  if (!madeHere.has(envelope)) return canonicalize(envelope);
+  return (
+    '{"alg":"A256GCM","ct":"' +
+    envelope.ct +
+    '","iv":"' +
+    envelope.iv +
+    '","kid":' +
+    JSON.stringify(envelope.kid) +
+    ',"tag":"' +
+    envelope.tag +
+    '","v":1}'
+  );
 }
 
 /** Encrypts a JSON payload (its RFC 8785 bytes) into an envelope bound to `logId`. */
@@ -211,6 +276,9 @@ export async function sealBytesWithHash(
   key: EnvelopeKey,
   logId: string,
 ): Promise<{ envelope: Envelope; payloadHash: string }> {
+  // The usual case, all synchronous: no promise per step (the proxy seals two records a call).
+  const now = bytes.length < ASYNC_HASH_FROM ? sealNow(bytes, key, logId) : undefined;
+  if (now) return { envelope: now, payloadHash: sha256Hex(bytes) };
   const hash =
     bytes.length < ASYNC_HASH_FROM
       ? Promise.resolve(sha256Hex(bytes))

@@ -9,8 +9,10 @@ import {
   agentContextHeaders,
   assertEnvelope,
   bytesEqual,
+  canonicalEnvelopeText,
   canonicalize,
   deriveEnvelopeKey,
+  envelopeText,
   detectCredentialHandover,
   fingerprintKid,
   fromBase64,
@@ -26,6 +28,7 @@ import {
   payloadHashHex,
   randomNonce,
   sealPayload,
+  sealBytesWithHash,
   sealPayloadWithHash,
   sha256,
   sha256Hex,
@@ -240,6 +243,32 @@ test('sealPayloadWithHash: the hash is payloadHashHex and the envelope opens, be
     assert.equal(payloadHash, payloadHashHex(payload));
     assert.deepEqual(await openPayload(envelope, key, 'log_h'), payload);
   }
+});
+
+test('envelope text: written by concatenation for envelopes made here, identical to JSON.stringify and canonicalize on every path', async () => {
+  // A kid that needs escaping (keyring ids are the operator's text), the synchronous cipher, the
+  // WebCrypto path (over 256 KiB) and the asynchronous hash (sealBytesWithHash over 64 KiB).
+  const keys = [await deriveEnvelopeKey('k'), await deriveEnvelopeKey('k2', 'ring "one" \\ \u00e9\u2028')];
+  for (const key of keys) {
+    for (const size of [0, 5, 70_000, 300_000]) {
+      const made = [
+        await sealPayload({ m: 'x'.repeat(size) }, key, 'log_t'),
+        (await sealBytesWithHash(utf8('y'.repeat(size)), key, 'log_t')).envelope,
+      ];
+      for (const env of made) {
+        assert.equal(envelopeText(env), JSON.stringify(env));
+        assert.equal(canonicalEnvelopeText(env), canonicalize(env));
+        assertEnvelope(JSON.parse(envelopeText(env)));
+      }
+    }
+  }
+  // An envelope not made here (a copy, or one a client sent) is serialized the general way: a
+  // field that would need escaping stays escaped, never spliced in as it is.
+  const env = await sealPayload({ a: 1 }, keys[0]!, 'log_t');
+  const foreign = { ...env, ct: 'a"b' };
+  assert.equal(envelopeText(foreign), JSON.stringify(foreign));
+  assert.equal(canonicalEnvelopeText(foreign), canonicalize(foreign));
+  assert.deepEqual(JSON.parse(envelopeText(foreign)), foreign);
 });
 
 test('envelope shape is checked strictly', () => {
