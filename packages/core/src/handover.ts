@@ -5,6 +5,9 @@
  */
 import type { CredentialClass } from './keys.js';
 
+/** `x-agent-` in any case, with dashes or underscores (what the normalised name starts with). */
+const AGENT_PREFIX = /^x[-_]agent[-_]/i;
+
 /**
  * Names (lower-case) of the headers that show agent context: the `X-Agent-*` headers
  * (including `X-Agent-Rationale`). Underscore spellings count too, because some proxies
@@ -17,8 +20,9 @@ import type { CredentialClass } from './keys.js';
 export function agentContextHeaders(headerNames: Iterable<string>): string[] {
   const found: string[] = [];
   for (const raw of headerNames) {
-    const name = raw.toLowerCase().replace(/_/g, '-');
-    if (name.startsWith('x-agent-')) found.push(name);
+    // Most names are not agent context: one test, and no new strings, before normalising.
+    if (!AGENT_PREFIX.test(raw)) continue;
+    found.push(raw.toLowerCase().replace(/_/g, '-'));
   }
   return found.sort();
 }

@@ -327,6 +327,24 @@ test('credential handover: a human key with agent context, in any header spellin
     'x-agent-tool',
   ]);
   assert.equal(detectCredentialHandover('human', ['x-agent-rationale']).detected, true);
+  // Every spelling the normalised rule (lower case, underscores as dashes, prefix x-agent-) takes.
+  const names = [
+    'X_Agent-Mixed',
+    'x-AGENT_under',
+    'X-AGENT-',
+    'xagent-no',
+    'x-agentno',
+    'x--agent-no',
+    'x-agen-t-no',
+    'X-Agent',
+    'y-agent-no',
+  ];
+  const reference = names
+    .map((n) => n.toLowerCase().replace(/_/g, '-'))
+    .filter((n) => n.startsWith('x-agent-'))
+    .sort();
+  assert.deepEqual(agentContextHeaders(names), reference);
+  assert.deepEqual(reference, ['x-agent-', 'x-agent-mixed', 'x-agent-under']);
   // X-Service-Agent-ID alone is the actor label a human's CLI may set: not a handover.
   assert.equal(detectCredentialHandover('human', ['X-SERVICE-AGENT-ID']).detected, false);
   assert.equal(detectCredentialHandover('human', ['x_service_agent_id', 'x-service-run-id']).detected, false);

@@ -167,7 +167,7 @@ export async function runExchange(
     const finalRequest =
       requestCapture && call.body.kind === 'stream' ? withBody(recordedRequest, requestCapture, call.body) : recordedRequest;
     const final = finalPayload(pending, result, performance.now() - started, finalRequest);
-    const llm = summarize(call, final, result);
+    const llm = summarize(call, checked.url, final, result);
     if (llm) final.llm = llm;
     await commitOutcome(app, runtime, request, row, final, result, key, finalRequest === recordedRequest ? requestJcs : undefined);
     finishResponse(exchange, res, request, result, fields.id);
@@ -207,8 +207,11 @@ function withBody(request: RecordedRequest, capture: BodyCapture, body: Extract<
   return { ...request, ...capture.finish(body.contentType, body.contentEncoding) };
 }
 
-/** The `llm` member for a recognised LLM API; never throws (a hostile answer only loses the summary). */
-function summarize(call: ProxyCall, final: ProxyPayload, result: ExchangeResult) {
+/**
+ * The `llm` member for a recognised LLM API; never throws (a hostile answer only loses the summary).
+ * `url` is the target as the guard parsed it (read, never changed), not parsed a second time.
+ */
+function summarize(call: ProxyCall, url: URL, final: ProxyPayload, result: ExchangeResult) {
   try {
     const response = final.response;
     const headers = result.upstreamHeaders ?? {};
@@ -219,7 +222,7 @@ function summarize(call: ProxyCall, final: ProxyPayload, result: ExchangeResult)
     return summarizeLlmExchange({
       ...(call.upstreamName !== undefined ? { preset: call.upstreamName } : {}),
       method: call.method,
-      url: new URL(call.target),
+      url,
       requestJson: final.request.body,
       ...(response
         ? { status: response.status, responseJson: decoded.json ?? response.body, responseEvents: decoded.events ?? response.events }
