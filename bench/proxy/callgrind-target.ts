@@ -13,6 +13,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { pathToFileURL } from 'node:url';
+import { closeOnSigterm } from './close-on-sigterm.js';
 import { startNodeFloor } from './node-floor.js';
 
 const role = process.env.CALLGRIND_ROLE;
@@ -48,15 +49,7 @@ if (role === 'floor') {
   const project = newProject('instructions bench', now);
   const key = issueKey(project.id, 'agent', null, now);
   await app.ctx.store.projects.createWithKey(project, key.row);
-  process.on('SIGTERM', () => {
-    void app
-      .close()
-      .catch(() => undefined)
-      .finally(() => {
-        fs.rmSync(dataDir, { recursive: true, force: true });
-        process.exit(0);
-      });
-  });
+  closeOnSigterm(app, dataDir);
   process.stdout.write(JSON.stringify({ url, apiKey: key.apiKey }) + '\n');
 } else {
   throw new Error(`CALLGRIND_ROLE must be floor or countersign, not ${String(role)}`);

@@ -38,15 +38,7 @@ if (role === 'upstream') {
   const app = await buildApp(config);
   const url = await app.listen({ port: 0, host: '127.0.0.1' });
   const { apiKey } = await makeProjectKey(app, 'agent');
-  const stop = () => {
-    void app
-      .close()
-      .catch(() => undefined)
-      .finally(() => {
-        fs.rmSync(dataDir, { recursive: true, force: true });
-        process.exit(0);
-      });
-  };
-  process.on('SIGTERM', stop);
+  const { closeOnSigterm } = await import('./close-on-sigterm.js');
+  closeOnSigterm(app, dataDir);
   process.stdout.write(JSON.stringify({ url, apiKey, dataDir }) + '\n');
 }
