@@ -30,7 +30,7 @@ import type { Pool } from 'undici';
 import { freshDatabaseOffCore } from './proxy/pin-postgres.js';
 import { CORES, pinSelf, startRole, type Child } from './proxy/children.js';
 import { bundleTarget, HAS_VALGRIND, startUnderCallgrind, type ThreadInstructions } from './proxy/callgrind.js';
-import { clientFor, plainJsonCall, proxyDoorCall, type CallSpec } from './proxy/load.js';
+import { callOnce, clientFor, plainJsonCall, proxyDoorCall, type CallSpec } from './proxy/load.js';
 import { SERVING_NODE_FLAGS } from '../packages/server/src/serving-gc.js';
 
 const QUICK = process.env.BENCH_QUICK === '1';
@@ -53,12 +53,9 @@ interface TargetFigures {
   work: number;
 }
 
+/** `n` calls, one after another (each one alone in the process). */
 async function sequentially(pool: Pool, spec: CallSpec, n: number): Promise<void> {
-  for (let i = 0; i < n; i++) {
-    const r = await pool.request({ path: spec.path, method: spec.method, headers: spec.headers, body: spec.body });
-    await r.body.dump();
-    if (r.statusCode !== 200) throw new Error(`status ${r.statusCode}`);
-  }
+  for (let i = 0; i < n; i++) await callOnce(pool, spec);
 }
 
 function byRole(threads: ThreadInstructions[], calls: number): TargetFigures {

@@ -9,19 +9,20 @@
  * Environment: CALLGRIND_ROLE (floor | countersign), CALLGRIND_UPSTREAM, CALLGRIND_DIST (the
  * server's dist directory), CALLGRIND_DATABASE_URL (PostgreSQL instead of SQLite).
  */
-import fs from 'node:fs';
-import os from 'node:os';
 import path from 'node:path';
 import { pathToFileURL } from 'node:url';
-import { closeOnSigterm } from './close-on-sigterm.js';
+import { serveCountersign } from './serve-countersign.js';
 import { startNodeFloor } from './node-floor.js';
 
 const role = process.env.CALLGRIND_ROLE;
 const upstream = process.env.CALLGRIND_UPSTREAM!;
 
-/** A module of the server's build; the path is computed so that the bundler leaves it alone. */
-async function fromDist<T>(file: string): Promise<T> {
-  return (await import(pathToFileURL(path.join(process.env.CALLGRIND_DIST!, file)).href)) as T;
+/**
+ * A module of the server's build; the path is computed so that the bundler leaves it alone. Its
+ * type is the one the caller expects (serveCountersign's ServerModules, from the sources).
+ */
+async function fromDist(file: string): Promise<never> {
+  return (await import(pathToFileURL(path.join(process.env.CALLGRIND_DIST!, file)).href)) as never;
 }
 
 if (role === 'floor') {
@@ -29,28 +30,15 @@ if (role === 'floor') {
   process.on('SIGTERM', () => process.exit(0));
   process.stdout.write(JSON.stringify({ url }) + '\n');
 } else if (role === 'countersign') {
-  type Gc = typeof import('../../packages/server/src/serving-gc.js');
-  type AppModule = typeof import('../../packages/server/src/app.js');
-  type ConfigModule = typeof import('../../packages/server/src/config.js');
-  type IssueModule = typeof import('../../packages/server/src/projects/issue.js');
-  // As `countersign serve` does before it builds the app.
-  (await fromDist<Gc>('serving-gc.js')).tuneGarbageCollectionForServing();
-  const { buildApp } = await fromDist<AppModule>('app.js');
-  const { loadConfig } = await fromDist<ConfigModule>('config.js');
-  const { issueKey, newProject } = await fromDist<IssueModule>('projects/issue.js');
-  const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'countersign-callgrind-'));
-  const app = await buildApp({
-    ...loadConfig({ dataDir, port: '0', logLevel: 'silent', roles: 'ingest,management' }, {}),
-    databaseUrl: process.env.CALLGRIND_DATABASE_URL || undefined,
-    allowTargets: [new URL(upstream).host],
-  });
-  const url = await app.listen({ port: 0, host: '127.0.0.1' });
-  const now = Date.now();
-  const project = newProject('instructions bench', now);
-  const key = issueKey(project.id, 'agent', null, now);
-  await app.ctx.store.projects.createWithKey(project, key.row);
-  closeOnSigterm(app, dataDir);
-  process.stdout.write(JSON.stringify({ url, apiKey: key.apiKey }) + '\n');
+  await serveCountersign(
+    {
+      gc: await fromDist('serving-gc.js'),
+      app: await fromDist('app.js'),
+      config: await fromDist('config.js'),
+      issue: await fromDist('projects/issue.js'),
+    },
+    { upstream, databaseUrl: process.env.CALLGRIND_DATABASE_URL },
+  );
 } else {
   throw new Error(`CALLGRIND_ROLE must be floor or countersign, not ${String(role)}`);
 }

@@ -11,6 +11,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { build } from 'esbuild';
+import { readyLine, stopProcess } from './children.js';
 
 const here = path.dirname(fileURLToPath(import.meta.url));
 
@@ -74,15 +75,7 @@ export async function startUnderCallgrind(
   const proc = spawn('valgrind', args, { env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
   let err = '';
   proc.stderr!.on('data', (c: Buffer) => (err = (err + c.toString()).slice(-4000)));
-  const info = await new Promise<Record<string, string>>((resolve, reject) => {
-    let out = '';
-    proc.stdout!.on('data', (c: Buffer) => {
-      out += c.toString();
-      const line = out.split('\n').find((l) => l.startsWith('{'));
-      if (line) resolve(JSON.parse(line) as Record<string, string>);
-    });
-    proc.once('exit', (code) => reject(new Error(`the process under callgrind exited with ${code}: ${err}`)));
-  });
+  const info = await readyLine(proc, 'the process under callgrind', () => `: ${err}`).info;
   const pid = proc.pid!;
   let dumps = 0;
   const control = (flag: string) => {
@@ -104,13 +97,8 @@ export async function startUnderCallgrind(
         .map((f) => readThread(path.join(dir, f)));
     },
     stop: async () => {
-      if (proc.exitCode === null && proc.signalCode === null) {
-        const exited = new Promise<void>((r) => proc.once('exit', () => r()));
-        proc.kill('SIGTERM');
-        const timer = setTimeout(() => proc.kill('SIGKILL'), 60_000);
-        await exited;
-        clearTimeout(timer);
-      }
+      // Under valgrind a process takes a while to close its app.
+      await stopProcess(proc, 60_000);
       // INSTRUCTIONS_KEEP=1 leaves the files, for `callgrind_annotate <file>` (cost by function).
       if (process.env.INSTRUCTIONS_KEEP === '1') console.log(`  callgrind files kept in ${dir}`);
       else fs.rmSync(dir, { recursive: true, force: true });

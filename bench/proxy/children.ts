@@ -57,23 +57,38 @@ export async function startRole(
   const serving = role === 'countersign' ? SERVING_NODE_FLAGS : [];
   const [cmd, args] = pinned(core, process.execPath, ['--conditions=development', '--import', 'tsx', ...serving, ...nodeFlags, rolesFile]);
   const proc = spawn(cmd, args, { env: { ...process.env, ...env, PROXY_BENCH_ROLE: role }, stdio: ['ignore', 'pipe', 'inherit'] });
+  const ready = readyLine(proc, name);
+  const info = await ready.info;
+  return { name, proc, info, output: ready.output, stop: () => stopProcess(proc) };
+}
+
+/**
+ * The JSON line a benchmark child prints once it serves (the first line of its stdout that starts
+ * with `{`), and all it printed so far; `why` adds to the error when it exits first.
+ */
+export function readyLine(
+  proc: ChildProcess,
+  name: string,
+  why: () => string = () => '',
+): { info: Promise<Record<string, string>>; output: () => string } {
   let out = '';
-  const info = await new Promise<Record<string, string>>((resolve, reject) => {
+  const info = new Promise<Record<string, string>>((resolve, reject) => {
     proc.stdout!.on('data', (c: Buffer) => {
       out += c.toString();
       const line = out.split('\n').find((l) => l.startsWith('{'));
       if (line) resolve(JSON.parse(line) as Record<string, string>);
     });
-    proc.once('exit', (code) => reject(new Error(`${name} exited with ${code}`)));
+    proc.once('exit', (code) => reject(new Error(`${name} exited with ${code}${why()}`)));
   });
-  return { name, proc, info, output: () => out, stop: () => stopProcess(proc) };
+  return { info, output: () => out };
 }
 
-async function stopProcess(proc: ChildProcess): Promise<void> {
+/** SIGTERM, then SIGKILL after `graceMs`; resolves once the process is gone. */
+export async function stopProcess(proc: ChildProcess, graceMs = 10_000): Promise<void> {
   if (proc.exitCode !== null || proc.signalCode !== null) return;
   const exited = new Promise<void>((r) => proc.once('exit', () => r()));
   proc.kill('SIGTERM');
-  const timer = setTimeout(() => proc.kill('SIGKILL'), 10_000);
+  const timer = setTimeout(() => proc.kill('SIGKILL'), graceMs);
   await exited;
   clearTimeout(timer);
 }

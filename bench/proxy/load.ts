@@ -47,7 +47,7 @@ export function clientFor(spec: CallSpec): Pool {
 }
 
 /** One call from `since` (a performance.now() time): [µs to headers, µs to the body's end]; throws on a non-200. */
-async function callOnce(pool: Pool, spec: CallSpec, since: number): Promise<[number, number]> {
+export async function callOnce(pool: Pool, spec: CallSpec, since: number = performance.now()): Promise<[number, number]> {
   const r = await pool.request({ path: spec.path, method: spec.method, headers: spec.headers, body: spec.body });
   const headersAt = performance.now();
   for await (const chunk of r.body) void chunk;

@@ -12,6 +12,16 @@ export * from './canonical.js';
 export * from './json-text.js';
 export * from './payload.js';
 export * from './envelope.js';
+// Not rawKeyOf: a derived key's raw bytes stay inside core.
+export {
+  deriveEnvelopeKey,
+  envelopeKeyCacheSize,
+  EnvelopeKeyring,
+  ENVELOPE_KEY_CACHE_MS,
+  fingerprintKid,
+  setEnvelopeKeyCacheTtl,
+  type EnvelopeKey,
+} from './envelope-keys.js';
 export * from './keys.js';
 export * from './types.js';
 export * from './handover.js';

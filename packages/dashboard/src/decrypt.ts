@@ -6,7 +6,8 @@
 // Core's own envelope and error modules, by path rather than through core's index: the index
 // also brings the verifier (pkijs), which the page then loads only with verify.ts, when a proof
 // is first checked. The same source files, so core's code is still the only copy.
-import { EnvelopeKeyring, deriveEnvelopeKey, openPayload, type Envelope } from '../../core/src/envelope.js';
+import { openPayload, type Envelope } from '../../core/src/envelope.js';
+import { EnvelopeKeyring, deriveEnvelopeKey } from '../../core/src/envelope-keys.js';
 import { isCoreError } from '../../core/src/errors.js';
 
 /** The outcome of opening one payload. */
