@@ -17,7 +17,9 @@
  * (every call asks for a proof; the process runs the proof batcher), TAIL_DUMP=file
  * (writes the samples and the events as JSON, for a closer look), PROXY_BENCH_SPIN=1 (see load.ts),
  * TAIL_GC_PHASES=1 (the Countersign process runs with `--trace-gc-nvp`; reports what its scavenges
- * spend their pauses on, bench/proxy/scavenge-phases.ts).
+ * spend their pauses on, bench/proxy/scavenge-phases.ts), TAIL_SEND_PATH=1 (traces the event
+ * loop's socket writes for a few seconds mid-run with `perf`: how long each took in the kernel,
+ * by whether the load core was idle, bench/proxy/send-path.ts).
  */
 import fs from 'node:fs';
 import os from 'node:os';
@@ -27,6 +29,7 @@ import { freshDatabaseOffCore } from './proxy/pin-postgres.js';
 import { CORES, COUNTERSIGN_FLAGS, pinSelf, startRole, threadCounters, type Child } from './proxy/children.js';
 import { clientFor, openLoop, pctMs, plainJsonCall, proxyDoorCall, type CallSpec } from './proxy/load.js';
 import { describeScavengePhases, scavengePhases } from './proxy/scavenge-phases.js';
+import { canTraceSendPath, describeSendPath, sendPathReport, traceSendPath, type SendPathTrace } from './proxy/send-path.js';
 import { attributeOnsets, type TailEvent } from './proxy/tail-attribution.js';
 
 const RATE = Number(process.env.TAIL_RATE ?? 1000);
@@ -40,6 +43,7 @@ const FLOOR = process.env.TAIL_TARGET === 'floor';
 // (roles proofs, tsa, ledger: embedded TSA and ledger), so each 5-s window's claim is in the run.
 const PROOF = process.env.TAIL_PROOF === '1';
 const GC_PHASES = process.env.TAIL_GC_PHASES === '1';
+const SEND_PATH = process.env.TAIL_SEND_PATH === '1';
 const SLOW_MS = 5;
 const BIG_EVENT_MS = 10;
 const stallLog = path.join(path.dirname(fileURLToPath(import.meta.url)), 'proxy', 'stall-log.ts');
@@ -55,6 +59,8 @@ function proofAsked(call: CallSpec): CallSpec {
 /** Runs the study; prints and returns its figures. */
 export default async function tailBench(): Promise<Record<string, unknown>> {
   if (STORE === 'postgres' && !process.env.DATABASE_URL) throw new Error('TAIL_STORE=postgres needs DATABASE_URL');
+  if (SEND_PATH && !canTraceSendPath())
+    throw new Error('TAIL_SEND_PATH=1 needs perf (linux-perf) and permission to trace (root, or perf_event_paranoid -1)');
   pinSelf();
   const children: Child[] = [];
   const stallFile = path.join(os.tmpdir(), `proxy-tail-${process.pid}.jsonl`);
@@ -86,8 +92,15 @@ export default async function tailBench(): Promise<Record<string, unknown>> {
     const cpu0 = threadCounters(pid);
     const traceFrom = cs.output().length;
     const samples: Array<[number, number]> = [];
+    // The send-path trace covers a few seconds from a third of the run on, once pools are warm.
+    const traceSeconds = Math.max(1, Math.min(3, Math.floor(SECONDS / 3)));
+    let trace: SendPathTrace | undefined;
+    const traceTimer = SEND_PATH ? setTimeout(() => (trace = traceSendPath(traceSeconds, CORES.load)), (SECONDS * 1000) / 3) : undefined;
     const run = await openLoop(pool, spec, RATE, SECONDS, (due, us) => samples.push([due, us / 1000]));
+    clearTimeout(traceTimer);
     const cpu1 = threadCounters(pid);
+    const traced = await trace?.done;
+    const sendPath = traced ? sendPathReport(traced, pid, CORES.load, traceSeconds, RATE * traceSeconds) : undefined;
     const scavenges = GC_PHASES ? scavengePhases(cs.output().slice(traceFrom)) : undefined;
     await pool.close();
 
@@ -175,6 +188,7 @@ export default async function tailBench(): Promise<Record<string, unknown>> {
         share_of_core: Math.round(((mainCpu + others) / SECONDS) * 100) / 100,
       },
       per_call_by_thread: threads,
+      send_path: sendPath,
     };
     const l = out.latency_ms;
     process.stdout.write(
@@ -197,6 +211,7 @@ export default async function tailBench(): Promise<Record<string, unknown>> {
           .map(([name, t]) => `${name} ${t.cpu_us} µs, ${t.wake_ups}`)
           .join('; ')}`,
         ...(scavenges ? [describeScavengePhases(scavenges)] : []),
+        ...(sendPath ? [describeSendPath(sendPath)] : SEND_PATH ? ['socket writes: the perf trace did not run'] : []),
       ].join('\n') + '\n',
     );
     return out;
