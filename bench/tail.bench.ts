@@ -10,8 +10,9 @@
  * Slow requests' onsets are charged to the events they overlap (bench/proxy/tail-attribution.ts).
  *
  * Run: `npm run bench -- tail` (about half a minute). Knobs: TAIL_RATE (default 1000 req/s),
- * TAIL_SECONDS (default 15), TAIL_STORE (sqlite | postgres), PROXY_BENCH_CS_FLAGS (extra Node
- * flags for the Countersign process, e.g. `--single-threaded-gc`), TAIL_DIRECT=1 (call the
+ * TAIL_SECONDS (default 15), TAIL_WARMUP (seconds at the rate before measuring, default 3),
+ * TAIL_STORE (sqlite | postgres), PROXY_BENCH_CS_FLAGS (extra Node flags for the Countersign
+ * process, e.g. `--single-threaded-gc`), TAIL_DIRECT=1 (call the
  * upstream directly, same harness: the load generator's and upstream's own tail), TAIL_TARGET=floor
  * (the bare Node.js proxy in Countersign's place: the floor's CPU per call at this rate), TAIL_PROOF=1
  * (every call asks for a proof; the process runs the proof batcher), TAIL_DUMP=file
@@ -86,7 +87,7 @@ export default async function tailBench(): Promise<Record<string, unknown>> {
         ? plainJsonCall(cs.info.url!)
         : proofAsked(proxyDoorCall(cs.info.url!, cs.info.apiKey!, 'tail-key', upstream.info.url + '/json'));
     const pool = clientFor(spec);
-    await openLoop(pool, spec, RATE, 3); // JIT, pools, pages
+    await openLoop(pool, spec, RATE, Number(process.env.TAIL_WARMUP ?? 3)); // JIT, pools, pages
     const pid = cs.proc.pid!;
     const from = Date.now();
     const cpu0 = threadCounters(pid);
