@@ -54,6 +54,7 @@ import {
 import {
   medianOf,
   ratioLines,
+  roundLines,
   ratios,
   table,
   type RateFigures,
@@ -246,6 +247,7 @@ export default async function proxyBench(): Promise<Record<string, unknown>> {
         rates: Object.fromEntries(RATES.map((r) => [String(r), medianOf(rounds.rates.map((x) => x[String(r)]!))])),
         saturation: medianOf(rounds.sat),
         sse: sse.get(t.name)!,
+        rounds: rounds.rates,
       };
       if (t.walFile) {
         const end = fileSize(t.walFile);
@@ -279,6 +281,8 @@ export default async function proxyBench(): Promise<Record<string, unknown>> {
     out.machine = { cpus: os.cpus().length, load_1min_before: loadBefore, load_1min_after: os.loadavg()[0]! };
 
     process.stdout.write('\n' + table(figures, RATES, CONNECTIONS) + '\n\n');
+    const spread = roundLines(figures, 1000);
+    if (spread) process.stdout.write(spread + '\n\n');
     process.stdout.write(ratioLines(out.ratio_to_node_floor as Record<string, Record<string, number>>, 'Node floor') + '\n');
     if (out.ratio_to_nginx) process.stdout.write(ratioLines(out.ratio_to_nginx as Record<string, Record<string, number>>, 'nginx') + '\n');
     process.stdout.write(`(1-minute load before ${loadBefore.toFixed(2)}, after ${os.loadavg()[0]!.toFixed(2)})\n`);

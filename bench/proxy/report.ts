@@ -44,6 +44,8 @@ export interface TargetFigures {
   sse?: SseFigures;
   /** Countersign on SQLite: the -wal file. */
   wal?: { peak_mib: number; end_mib: number; after_idle_mib: number; db_mib: number };
+  /** Each round's fixed-rate figures, in order (the medians above are taken over these). */
+  rounds?: Array<Record<string, RateFigures>>;
 }
 
 const r3 = (x: number) => (Number.isFinite(x) ? Math.round(x * 1000) / 1000 : x);
@@ -126,5 +128,19 @@ export function ratioLines(rel: Record<string, Record<string, number>>, refLabel
         `${name} / ${refLabel}: added p50@1000 ×${cell(r.added_p50_1000)}, p99@1000 ×${cell(r.added_p99_1000)}, ` +
         `throughput ×${cell(r.saturation_throughput)}, CPU/call ×${cell(r.saturation_cpu_per_call)}, SSE first ×${cell(r.sse_first_added_p50)}`,
     )
+    .join('\n');
+}
+
+/**
+ * The spread behind the medians: each round's added p50 / p99 at `rate`, per target. On a shared
+ * VM one round can differ from the next by more than a change under test; read a verdict with it.
+ */
+export function roundLines(all: Record<string, TargetFigures>, rate: number): string {
+  return Object.entries(all)
+    .filter(([name, t]) => name !== 'direct' && t.rounds && t.rounds.length > 1)
+    .map(([, t]) => {
+      const each = t.rounds!.map((r) => r[String(rate)]).map((f) => (f ? `${cell(f.added_p50_ms)} / ${cell(f.added_p99_ms)}` : '–'));
+      return `${t.label}, added p50 / p99 at ${rate}/s by round: ${each.join('; ')} ms`;
+    })
     .join('\n');
 }
