@@ -30,7 +30,7 @@ import { freshDatabaseOffCore } from './proxy/pin-postgres.js';
 import { CORES, COUNTERSIGN_FLAGS, pinSelf, startRole, threadCounters, type Child } from './proxy/children.js';
 import { clientFor, openLoop, pctMs, plainJsonCall, proxyDoorCall, type CallSpec } from './proxy/load.js';
 import { describeScavengePhases, scavengePhases } from './proxy/scavenge-phases.js';
-import { canTraceSendPath, describeSendPath, sendPathReport, traceSendPath, type SendPathTrace } from './proxy/send-path.js';
+import { canTraceSendPath, describeSendPath, sendPathReport, traceSendPath } from './proxy/send-path.js';
 import { attributeOnsets, type TailEvent } from './proxy/tail-attribution.js';
 
 const RATE = Number(process.env.TAIL_RATE ?? 1000);
@@ -45,6 +45,7 @@ const FLOOR = process.env.TAIL_TARGET === 'floor';
 const PROOF = process.env.TAIL_PROOF === '1';
 const GC_PHASES = process.env.TAIL_GC_PHASES === '1';
 const SEND_PATH = process.env.TAIL_SEND_PATH === '1';
+const WARMUP_S = Number(process.env.TAIL_WARMUP ?? 3);
 const SLOW_MS = 5;
 const BIG_EVENT_MS = 10;
 const stallLog = path.join(path.dirname(fileURLToPath(import.meta.url)), 'proxy', 'stall-log.ts');
@@ -87,7 +88,7 @@ export default async function tailBench(): Promise<Record<string, unknown>> {
         ? plainJsonCall(cs.info.url!)
         : proofAsked(proxyDoorCall(cs.info.url!, cs.info.apiKey!, 'tail-key', upstream.info.url + '/json'));
     const pool = clientFor(spec);
-    await openLoop(pool, spec, RATE, Number(process.env.TAIL_WARMUP ?? 3)); // JIT, pools, pages
+    await openLoop(pool, spec, RATE, WARMUP_S); // JIT, pools, pages
     const pid = cs.proc.pid!;
     const from = Date.now();
     const cpu0 = threadCounters(pid);
@@ -95,12 +96,12 @@ export default async function tailBench(): Promise<Record<string, unknown>> {
     const samples: Array<[number, number]> = [];
     // The send-path trace covers a few seconds from a third of the run on, once pools are warm.
     const traceSeconds = Math.max(1, Math.min(3, Math.floor(SECONDS / 3)));
-    let trace: SendPathTrace | undefined;
+    let trace: Promise<string | undefined> | undefined;
     const traceTimer = SEND_PATH ? setTimeout(() => (trace = traceSendPath(traceSeconds, CORES.load)), (SECONDS * 1000) / 3) : undefined;
     const run = await openLoop(pool, spec, RATE, SECONDS, (due, us) => samples.push([due, us / 1000]));
     clearTimeout(traceTimer);
     const cpu1 = threadCounters(pid);
-    const traced = await trace?.done;
+    const traced = await trace;
     const sendPath = traced ? sendPathReport(traced, pid, CORES.load, traceSeconds, RATE * traceSeconds) : undefined;
     const scavenges = GC_PHASES ? scavengePhases(cs.output().slice(traceFrom)) : undefined;
     await pool.close();

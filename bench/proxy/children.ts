@@ -41,7 +41,8 @@ export interface Child {
   stop(): Promise<void>;
 }
 
-function pinned(core: string, command: string, args: string[]): [string, string[]] {
+/** The command line that runs `command` on `core` (through `taskset`), or as it is where nothing can pin. */
+export function pinned(core: string, command: string, args: string[]): [string, string[]] {
   return CAN_PIN ? ['taskset', ['-c', core, command, ...args]] : [command, args];
 }
 

@@ -15,7 +15,7 @@ import { spawn, spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { CAN_PIN } from './children.js';
+import { pinned } from './children.js';
 
 /** Duration figures of one group of writes, µs. */
 export interface WriteTimes {
@@ -34,12 +34,6 @@ export interface SendPathReport {
   load_core_idle: WriteTimes;
 }
 
-/** A trace under way: resolves with the perf data file, or undefined when perf could not run. */
-export interface SendPathTrace {
-  file: string;
-  done: Promise<string | undefined>;
-}
-
 const EVENTS = 'sched:sched_switch,syscalls:sys_enter_writev,syscalls:sys_exit_writev';
 
 /** True when `perf` is installed and may open the tracepoints (root, or a low perf_event_paranoid). */
@@ -48,20 +42,18 @@ export function canTraceSendPath(): boolean {
 }
 
 /**
- * Starts `perf record` of every core for `seconds`, itself pinned to `loadCore` (perf writes its
- * buffers as it goes: on the proxy's core it would take the proxy's time).
+ * Runs `perf record` of every core for `seconds`, itself pinned to `loadCore` (perf writes its
+ * buffers as it goes: on the proxy's core it would take the proxy's time). Resolves with the data
+ * file, or undefined when perf could not run.
  */
-export function traceSendPath(seconds: number, loadCore: string): SendPathTrace {
+export function traceSendPath(seconds: number, loadCore: string): Promise<string | undefined> {
   const file = path.join(os.tmpdir(), `send-path-${process.pid}-${Date.now()}.data`);
-  const record = ['record', '-q', '-a', '-o', file, '-e', EVENTS, '--', 'sleep', String(seconds)];
-  const perf = CAN_PIN
-    ? spawn('taskset', ['-c', loadCore, 'perf', ...record], { stdio: 'ignore' })
-    : spawn('perf', record, { stdio: 'ignore' });
-  const done = new Promise<string | undefined>((resolve) => {
+  const [cmd, args] = pinned(loadCore, 'perf', ['record', '-q', '-a', '-o', file, '-e', EVENTS, '--', 'sleep', String(seconds)]);
+  const perf = spawn(cmd, args, { stdio: 'ignore' });
+  return new Promise((resolve) => {
     perf.once('error', () => resolve(undefined));
     perf.once('exit', (code) => resolve(code === 0 ? file : undefined));
   });
-  return { file, done };
 }
 
 function times(us: number[]): WriteTimes {
