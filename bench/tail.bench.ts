@@ -20,7 +20,9 @@
  * TAIL_GC_PHASES=1 (the Countersign process runs with `--trace-gc-nvp`; reports what its scavenges
  * spend their pauses on, bench/proxy/scavenge-phases.ts), TAIL_SEND_PATH=1 (traces the event
  * loop's socket writes for a few seconds mid-run with `perf`: how long each took in the kernel,
- * by whether the load core was idle, bench/proxy/send-path.ts).
+ * by whether the load core was idle, bench/proxy/send-path.ts), TAIL_BATCHES=1 (the store writer's
+ * batches: queue, backend time, rows, and those of the slow requests, bench/proxy/store-batches.ts).
+ * On a local PostgreSQL it also reports what the database's backends spent per call.
  */
 import fs from 'node:fs';
 import os from 'node:os';
@@ -31,6 +33,7 @@ import { CORES, COUNTERSIGN_FLAGS, pinSelf, startRole, threadCounters, type Chil
 import { clientFor, openLoop, pctMs, plainJsonCall, proxyDoorCall, type CallSpec } from './proxy/load.js';
 import { describeScavengePhases, scavengePhases } from './proxy/scavenge-phases.js';
 import { canTraceSendPath, describeSendPath, sendPathReport, traceSendPath } from './proxy/send-path.js';
+import { batchReport, describeBatches, readBatches, watchPostgresBackends } from './proxy/store-batches.js';
 import { attributeOnsets, type TailEvent } from './proxy/tail-attribution.js';
 
 const RATE = Number(process.env.TAIL_RATE ?? 1000);
@@ -46,6 +49,7 @@ const PROOF = process.env.TAIL_PROOF === '1';
 const GC_PHASES = process.env.TAIL_GC_PHASES === '1';
 const SEND_PATH = process.env.TAIL_SEND_PATH === '1';
 const WARMUP_S = Number(process.env.TAIL_WARMUP ?? 3);
+const BATCHES = process.env.TAIL_BATCHES === '1';
 const SLOW_MS = 5;
 const BIG_EVENT_MS = 10;
 const stallLog = path.join(path.dirname(fileURLToPath(import.meta.url)), 'proxy', 'stall-log.ts');
@@ -66,12 +70,14 @@ export default async function tailBench(): Promise<Record<string, unknown>> {
   pinSelf();
   const children: Child[] = [];
   const stallFile = path.join(os.tmpdir(), `proxy-tail-${process.pid}.jsonl`);
+  const batchFile = path.join(os.tmpdir(), `proxy-tail-batches-${process.pid}.jsonl`);
   const db = STORE === 'postgres' ? await freshDatabaseOffCore(process.env.DATABASE_URL!, CORES.load) : undefined;
   try {
     const upstream = await startRole('upstream', 'upstream', CORES.load);
     children.push(upstream);
     const env: Record<string, string> = { PROXY_BENCH_UPSTREAM: upstream.info.url!, PROXY_BENCH_STALL_FILE: stallFile };
     if (db) env.PROXY_BENCH_DATABASE_URL = db.url;
+    if (BATCHES) env.PROXY_BENCH_BATCH_FILE = batchFile;
     if (PROOF) env.PROXY_BENCH_ROLES = 'ingest,management,proofs,tsa,ledger';
     const cs = FLOOR
       ? await startRole('floor', 'floor', CORES.proxy, env, ['--import', stallLog])
@@ -92,6 +98,7 @@ export default async function tailBench(): Promise<Record<string, unknown>> {
     const pid = cs.proc.pid!;
     const from = Date.now();
     const cpu0 = threadCounters(pid);
+    const database = db?.pinned ? await watchPostgresBackends(db.url) : undefined;
     const traceFrom = cs.output().length;
     const samples: Array<[number, number]> = [];
     // The send-path trace covers a few seconds from a third of the run on, once pools are warm.
@@ -101,10 +108,13 @@ export default async function tailBench(): Promise<Record<string, unknown>> {
     const run = await openLoop(pool, spec, RATE, SECONDS, (due, us) => samples.push([due, us / 1000]));
     clearTimeout(traceTimer);
     const cpu1 = threadCounters(pid);
+    const databaseCost = database?.stop(run.ok);
     const traced = await trace;
     const sendPath = traced ? sendPathReport(traced, pid, CORES.load, traceSeconds, RATE * traceSeconds) : undefined;
     const scavenges = GC_PHASES ? scavengePhases(cs.output().slice(traceFrom)) : undefined;
     await pool.close();
+    if (BATCHES) await new Promise((r) => setTimeout(r, 300)); // the stall log writes its batches five times a second
+    const batches = BATCHES ? batchReport(readBatches(batchFile, from), samples, SLOW_MS) : undefined;
 
     const events: TailEvent[] = fs
       .readFileSync(stallFile, 'utf8')
@@ -190,6 +200,8 @@ export default async function tailBench(): Promise<Record<string, unknown>> {
         share_of_core: Math.round(((mainCpu + others) / SECONDS) * 100) / 100,
       },
       per_call_by_thread: threads,
+      database_backends_per_call: databaseCost,
+      store_batches: batches,
       send_path: sendPath,
     };
     const l = out.latency_ms;
@@ -212,6 +224,10 @@ export default async function tailBench(): Promise<Record<string, unknown>> {
           .filter(([, t]) => t.cpu_us > 0 || t.wake_ups >= 0.01)
           .map(([name, t]) => `${name} ${t.cpu_us} µs, ${t.wake_ups}`)
           .join('; ')}`,
+        ...(databaseCost
+          ? [`PostgreSQL's backends (load core), per call: CPU ${databaseCost.cpu_us} µs, waiting for the core ${databaseCost.wait_us} µs`]
+          : []),
+        ...(batches ? [describeBatches(batches, run.ok)] : BATCHES ? ['store batches: none published'] : []),
         ...(scavenges ? [describeScavengePhases(scavenges)] : []),
         ...(sendPath ? [describeSendPath(sendPath)] : SEND_PATH ? ['socket writes: the perf trace did not run'] : []),
       ].join('\n') + '\n',
@@ -221,5 +237,6 @@ export default async function tailBench(): Promise<Record<string, unknown>> {
     for (const c of children.reverse()) await c.stop().catch(() => undefined);
     await db?.drop();
     fs.rmSync(stallFile, { force: true });
+    fs.rmSync(batchFile, { force: true });
   }
 }

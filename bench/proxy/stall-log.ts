@@ -3,12 +3,15 @@
  * one JSON line per GC pause of at least 1 ms, per event-loop stall of at least 5 ms and per
  * SQLite checkpoint (the store publishes them on a diagnostics channel), with its wall-clock
  * start (epoch ms), to PROXY_BENCH_STALL_FILE, so that slow requests can be laid beside what the
- * process was doing when they were due.
+ * process was doing when they were due. With PROXY_BENCH_BATCH_FILE it also writes every batch
+ * the store's writer settled (store-batches.ts), gathered and written five times a second rather
+ * than one write each: there are over a thousand a second.
  */
 import { subscribe } from 'node:diagnostics_channel';
 import fs from 'node:fs';
 import { PerformanceObserver, constants } from 'node:perf_hooks';
 import { CHECKPOINT_CHANNEL, type CheckpointEvent } from '../../packages/server/src/store/sqlite-checkpointer.js';
+import { STORE_BATCH_CHANNEL } from '../../packages/server/src/store/log-writer.js';
 
 const file = process.env.PROXY_BENCH_STALL_FILE;
 const TICK_MS = 5;
@@ -46,4 +49,15 @@ if (file) {
     if (late >= 5) fs.appendFileSync(file, JSON.stringify({ what: 'stall', at: origin + last, ms: late }) + '\n');
     last = now;
   }, TICK_MS).unref();
+}
+
+const batchFile = process.env.PROXY_BENCH_BATCH_FILE;
+if (batchFile) {
+  let lines: string[] = [];
+  subscribe(STORE_BATCH_CHANNEL, (e) => lines.push(JSON.stringify(e)));
+  setInterval(() => {
+    if (lines.length === 0) return;
+    fs.appendFileSync(batchFile, lines.join('\n') + '\n');
+    lines = [];
+  }, 200).unref();
 }

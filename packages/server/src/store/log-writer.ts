@@ -17,6 +17,7 @@
  * marked `failed` by a compensating write, retried until the store takes it: a record is
  * never left pending by a call that got 503 (docs/proxy.md, "Store deadline").
  */
+import { channel } from 'node:diagnostics_channel';
 import { metrics, queueDepth } from '../metrics/registry.js';
 import { SlotSet } from '../slot-set.js';
 import type { LogCompletion, NewLog } from './logs.js';
@@ -83,6 +84,28 @@ export interface WriteBackend {
   close(): Promise<void>;
 }
 
+/**
+ * The `node:diagnostics_channel` name on which every batch the backend settled is published as a
+ * {@link BatchEvent} (the tail benchmark lays them beside slow requests). Nothing is measured
+ * or published while nobody subscribes.
+ */
+export const STORE_BATCH_CHANNEL = 'countersign:store-batch';
+
+/** One batch, from its first write's submission to the backend's answer (epoch ms, fractional). */
+export interface BatchEvent {
+  /** When the oldest write it carries was submitted. */
+  submittedAt: number;
+  /** When it was handed to the backend (the gap to `submittedAt` is the queue). */
+  sentAt: number;
+  /** When the backend answered (or failed). */
+  doneAt: number;
+  inserts: number;
+  outcomes: number;
+  ok: boolean;
+}
+
+const batchChannel = channel(STORE_BATCH_CHANNEL);
+
 /** The store did not commit in time; nothing of the call should go further. */
 export class StoreTimeoutError extends Error {
   /** Stable code, recognised by `isStoreUnavailable` (503 `log_store_unavailable`). */
@@ -106,6 +129,8 @@ class Part {
   readonly outcomeWaiters: Array<Waiter<boolean>> = [];
   /** Callers were told it failed; its result now only decides compensation. */
   abandoned = false;
+  /** When its first write was submitted (epoch ms), kept only while someone watches the batch channel. */
+  readonly submittedAt = batchChannel.hasSubscribers ? performance.timeOrigin + performance.now() : 0;
   constructor(readonly deadline: number) {}
 }
 
@@ -245,18 +270,20 @@ export class LogWriter {
     if (batch.outcomes.length > 0) this.#batchSize.out.observe(batch.outcomes.length);
     this.backend.write(batch, deadline).then(
       (result) => {
-        this.#observe(batch, started, true);
+        this.#observe(parts, batch, started, true);
         this.#settle(parts, result, undefined);
       },
       (error: unknown) => {
-        this.#observe(batch, started, false);
+        this.#observe(parts, batch, started, false);
         this.#settle(parts, undefined, error);
       },
     );
   }
 
-  #observe(batch: WriteBatch, started: number, ok: boolean): void {
-    const seconds = (performance.now() - started) / 1000;
+  #observe(parts: Part[], batch: WriteBatch, started: number, ok: boolean): void {
+    const now = performance.now();
+    const seconds = (now - started) / 1000;
+    if (batchChannel.hasSubscribers) publishBatch(parts, batch, started, now, ok);
     const h = ok ? this.#commitOk : this.#commitError;
     if (batch.inserts.length > 0) h.ins.observe(seconds);
     if (batch.outcomes.length > 0) h.out.observe(seconds);
@@ -356,4 +383,20 @@ export class LogWriter {
     this.#insertDepth.value -= part.batch.inserts.length;
     this.#outcomeDepth.value -= part.batch.outcomes.length;
   }
+}
+
+/** Publishes a settled batch on {@link STORE_BATCH_CHANNEL} (only called while someone subscribes). */
+function publishBatch(parts: Part[], batch: WriteBatch, started: number, done: number, ok: boolean): void {
+  const origin = performance.timeOrigin;
+  // A part made before the first subscriber carries no submission time: its queue is unknown, so 0.
+  const submitted = Math.min(...parts.map((p) => p.submittedAt || origin + started));
+  const event: BatchEvent = {
+    submittedAt: submitted,
+    sentAt: origin + started,
+    doneAt: origin + done,
+    inserts: batch.inserts.length,
+    outcomes: batch.outcomes.length,
+    ok,
+  };
+  batchChannel.publish(event);
 }
