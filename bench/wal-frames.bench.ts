@@ -10,6 +10,8 @@
  * call committed with the insert of the next (what group commit does when two calls overlap).
  * Record sizes default to a benchmark call's (`npm run bench -- proxy`: a pending envelope of
  * 586 characters, a final one of 2,352); WAL_FRAMES_PENDING / WAL_FRAMES_FINAL change them.
+ * Every call has a trace id of its own unless WAL_FRAMES_TRACELESS=1 (calls without one, as the
+ * proxy benchmark's and most SDK calls through forward mode are).
  *
  * Run: `npm run bench -- wal-frames` (a few seconds).
  */
@@ -24,6 +26,7 @@ import { INSERT_COLUMNS } from '../packages/server/src/store/write-rows.js';
 
 const PENDING = Number(process.env.WAL_FRAMES_PENDING ?? 586);
 const FINAL = Number(process.env.WAL_FRAMES_FINAL ?? 2352);
+const TRACELESS = process.env.WAL_FRAMES_TRACELESS === '1';
 const CALLS = process.env.BENCH_QUICK === '1' ? 600 : 3000;
 const WARM = CALLS / 3;
 
@@ -65,7 +68,7 @@ async function measure(paired: boolean): Promise<{ insert: number; outcome: numb
         occurred_at: null,
         actor: 'proxy',
         action: 'proxy.request',
-        trace_id: crypto.randomBytes(16).toString('hex'),
+        trace_id: TRACELESS ? null : crypto.randomBytes(16).toString('hex'),
         actor_type: 'service',
         credential_handover_detected: 0,
         source: 'proxy',
@@ -149,10 +152,10 @@ export default async function walFramesBench(): Promise<Record<string, unknown>>
   };
   process.stdout.write(
     [
-      `records of ${PENDING} and ${FINAL} characters (pending, final), pages of ${alone.pageSize} bytes`,
+      `records of ${PENDING} and ${FINAL} characters (pending, final), ${TRACELESS ? 'no trace id' : 'a trace id per call'}, pages of ${alone.pageSize} bytes`,
       `${line('each transaction alone', alone)}; insert ${alone.insert}, outcome ${alone.outcome}`,
       line("outcome with the next call's insert", paired),
     ].join('\n') + '\n',
   );
-  return { pending_chars: PENDING, final_chars: FINAL, alone, paired };
+  return { pending_chars: PENDING, final_chars: FINAL, traceless: TRACELESS, alone, paired };
 }

@@ -17,6 +17,7 @@ import * as m010 from './010_embed_origins.js';
 import * as m011 from './011_spans.js';
 import * as m012 from './012_proof_batch_index.js';
 import * as m013 from './013_payload_storage.js';
+import * as m014 from './014_partial_trace_index.js';
 
 /** One migration: a name (sort order) and its `up`. */
 export interface Migration {
@@ -39,4 +40,5 @@ export const MIGRATIONS: Migration[] = [
   { name: '011_spans', up: m011.up },
   { name: '012_proof_batch_index', up: m012.up },
   { name: '013_payload_storage', up: m013.up },
+  { name: '014_partial_trace_index', up: m014.up },
 ];
