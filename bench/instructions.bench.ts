@@ -29,7 +29,8 @@ import { fileURLToPath } from 'node:url';
 import type { Pool } from 'undici';
 import { freshDatabaseOffCore } from './proxy/pin-postgres.js';
 import { CORES, pinSelf, startRole, type Child } from './proxy/children.js';
-import { bundleTarget, HAS_VALGRIND, startUnderCallgrind, type ThreadInstructions } from './proxy/callgrind.js';
+import { HAS_VALGRIND, startUnderCallgrind, type ThreadInstructions } from './proxy/callgrind.js';
+import { BUILT_ROLES, bundled } from './proxy/built.js';
 import { callOnce, clientFor, plainJsonCall, proxyDoorCall, type CallSpec } from './proxy/load.js';
 import { SERVING_NODE_FLAGS } from '../packages/server/src/serving-gc.js';
 
@@ -74,7 +75,7 @@ export default async function instructionsBench(): Promise<Record<string, unknow
   }
   if (!fs.existsSync(path.join(dist, 'app.js'))) throw new Error('the server is not built: run npm run build first');
   pinSelf();
-  const script = await bundleTarget();
+  const script = await bundled(BUILT_ROLES);
   const children: Child[] = [];
   const db = process.env.DATABASE_URL ? await freshDatabaseOffCore(process.env.DATABASE_URL, CORES.load) : undefined;
   const results: Record<string, TargetFigures> = {};
@@ -84,17 +85,17 @@ export default async function instructionsBench(): Promise<Record<string, unknow
     const targets: Array<[string, Record<string, string>, readonly string[]]> = [
       // The floor with Countersign's V8 flags too: the same collector, and compiler-only platform
       // threads in both, so that what differs is the program.
-      ['floor', { CALLGRIND_ROLE: 'floor' }, SERVING_NODE_FLAGS],
-      ['cs_sqlite', { CALLGRIND_ROLE: 'countersign' }, SERVING_NODE_FLAGS],
+      ['floor', { PROXY_BENCH_ROLE: 'floor' }, SERVING_NODE_FLAGS],
+      ['cs_sqlite', { PROXY_BENCH_ROLE: 'countersign' }, SERVING_NODE_FLAGS],
     ];
-    if (db) targets.push(['cs_pg', { CALLGRIND_ROLE: 'countersign', CALLGRIND_DATABASE_URL: db.url }, SERVING_NODE_FLAGS]);
+    if (db) targets.push(['cs_pg', { PROXY_BENCH_ROLE: 'countersign', PROXY_BENCH_DATABASE_URL: db.url }, SERVING_NODE_FLAGS]);
     for (const [name, env, flags] of targets) {
       const started = Date.now();
-      const target = await startUnderCallgrind(script, { ...env, CALLGRIND_UPSTREAM: upstream.info.url!, CALLGRIND_DIST: dist }, flags);
+      const target = await startUnderCallgrind(script, { ...env, PROXY_BENCH_UPSTREAM: upstream.info.url!, PROXY_BENCH_DIST: dist }, flags);
       try {
         const url = target.info.url!;
         const spec =
-          env.CALLGRIND_ROLE === 'floor'
+          env.PROXY_BENCH_ROLE === 'floor'
             ? plainJsonCall(url)
             : proxyDoorCall(url, target.info.apiKey!, 'instructions-key', upstream.info.url + '/json');
         const pool = clientFor(spec);

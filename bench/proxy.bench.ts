@@ -20,7 +20,10 @@
  * (`--cpu-prof` of that process into $TMPDIR/proxy-bench-prof), PROXY_BENCH_CS_FLAGS (extra Node
  * flags for the Countersign processes, e.g. `--single-threaded-gc`), PROXY_BENCH_LOAD_CORE /
  * PROXY_BENCH_PROXY_CORE, PROXY_BENCH_SPIN=1 (the load generator busy-waits for each due time, as
- * before 2026-11-26 evening: punctual, but it keeps the load core busy; see load.ts).
+ * before 2026-11-26 evening: punctual, but it keeps the load core busy; see load.ts),
+ * PROXY_BENCH_FROM=src (Countersign and the floor from the sources through tsx, as before
+ * 2026-11-27's sixth session; by default they run as built, what `npm start` runs:
+ * bench/proxy/built.ts).
  */
 import fs from 'node:fs';
 import os from 'node:os';

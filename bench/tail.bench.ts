@@ -23,6 +23,10 @@
  * by whether the load core was idle, bench/proxy/send-path.ts), TAIL_BATCHES=1 (the store writer's
  * batches: queue, backend time, rows, and those of the slow requests, bench/proxy/store-batches.ts).
  * On a local PostgreSQL it also reports what the database's backends spent per call.
+ * Countersign and the floor run as built unless PROXY_BENCH_FROM=src (bench/proxy/built.ts).
+ * The stall log preloaded into them ticks every 5 ms and watches GC: it costs the event loop
+ * ~10-30 µs per call at 1,000 req/s, so the CPU figures here are a little above the proxy
+ * benchmark's, which runs without it.
  */
 import fs from 'node:fs';
 import os from 'node:os';

@@ -9,33 +9,10 @@ import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { fileURLToPath } from 'node:url';
-import { build } from 'esbuild';
 import { readyLine, stopProcess } from './children.js';
-
-const here = path.dirname(fileURLToPath(import.meta.url));
 
 /** True when valgrind is installed. */
 export const HAS_VALGRIND = spawnSync('valgrind', ['--version']).status === 0;
-
-/**
- * callgrind-target.ts bundled to plain JavaScript (its npm imports stay imports): written under
- * node_modules/.cache so that they resolve from the project's node_modules.
- */
-export async function bundleTarget(): Promise<string> {
-  const outfile = path.join(here, '..', '..', 'node_modules', '.cache', 'countersign-bench', 'callgrind-target.mjs');
-  await build({
-    entryPoints: [path.join(here, 'callgrind-target.ts')],
-    bundle: true,
-    platform: 'node',
-    format: 'esm',
-    target: 'node20',
-    packages: 'external',
-    outfile,
-    logLevel: 'error',
-  });
-  return outfile;
-}
 
 /** A process running under callgrind, with its output directory. */
 export interface CallgrindChild {

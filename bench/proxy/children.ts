@@ -11,6 +11,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { SERVING_NODE_FLAGS } from '../../packages/server/src/serving-gc.js';
+import { BUILT_ROLES, bundled, FROM_SOURCES, THIS_DIST } from './built.js';
 
 const rolesFile = path.join(path.dirname(fileURLToPath(import.meta.url)), 'roles.ts');
 
@@ -56,8 +57,20 @@ export async function startRole(
 ): Promise<Child> {
   // Countersign starts as `npm start` starts it (packages/server/src/serving-gc.ts).
   const serving = role === 'countersign' ? SERVING_NODE_FLAGS : [];
-  const [cmd, args] = pinned(core, process.execPath, ['--conditions=development', '--import', 'tsx', ...serving, ...nodeFlags, rolesFile]);
-  const proc = spawn(cmd, args, { env: { ...process.env, ...env, PROXY_BENCH_ROLE: role }, stdio: ['ignore', 'pipe', 'inherit'] });
+  // Countersign and the floor run as built (built.ts); the upstream, on the load core, from the sources.
+  const asBuilt = (role === 'countersign' || role === 'floor') && !FROM_SOURCES;
+  const [cmd, args] = asBuilt
+    ? pinned(core, process.execPath, [
+        ...serving,
+        // A preload given as TypeScript (the tail benchmark's stall log) is bundled like the roles.
+        ...(await Promise.all(nodeFlags.map((f) => (f.endsWith('.ts') ? bundled(f) : f)))),
+        await bundled(BUILT_ROLES),
+      ])
+    : pinned(core, process.execPath, ['--conditions=development', '--import', 'tsx', ...serving, ...nodeFlags, rolesFile]);
+  const proc = spawn(cmd, args, {
+    env: { ...process.env, PROXY_BENCH_DIST: THIS_DIST, ...env, PROXY_BENCH_ROLE: role },
+    stdio: ['ignore', 'pipe', 'inherit'],
+  });
   const ready = readyLine(proc, name);
   const info = await ready.info;
   return { name, proc, info, output: ready.output, stop: () => stopProcess(proc) };

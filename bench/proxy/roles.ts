@@ -1,7 +1,9 @@
 /**
- * Entry point of the proxy benchmark's child processes (PROXY_BENCH_ROLE): the loopback
- * upstream, the Node floor, and Countersign (SQLite, or PostgreSQL when PROXY_BENCH_DATABASE_URL
- * is set). Each prints one JSON line describing itself on stdout, then serves until SIGTERM.
+ * Entry point of the proxy benchmark's child processes (PROXY_BENCH_ROLE) from the sources
+ * through tsx: the loopback upstream always; the Node floor and Countersign (SQLite, or
+ * PostgreSQL when PROXY_BENCH_DATABASE_URL is set) only with PROXY_BENCH_FROM=src, since they
+ * otherwise run as built (built-roles.ts, built.ts). Each prints one JSON line describing itself
+ * on stdout, then serves until SIGTERM.
  */
 const role = process.env.PROXY_BENCH_ROLE;
 

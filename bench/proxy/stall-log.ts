@@ -10,8 +10,8 @@
 import { subscribe } from 'node:diagnostics_channel';
 import fs from 'node:fs';
 import { PerformanceObserver, constants } from 'node:perf_hooks';
-import { CHECKPOINT_CHANNEL, type CheckpointEvent } from '../../packages/server/src/store/sqlite-checkpointer.js';
-import { STORE_BATCH_CHANNEL } from '../../packages/server/src/store/log-writer.js';
+import { CHECKPOINT_CHANNEL, STORE_BATCH_CHANNEL } from '../../packages/server/src/store/diagnostics-channels.js';
+import type { CheckpointEvent } from '../../packages/server/src/store/sqlite-checkpointer.js';
 
 const file = process.env.PROXY_BENCH_STALL_FILE;
 const TICK_MS = 5;

@@ -18,6 +18,7 @@
  * never left pending by a call that got 503 (docs/proxy.md, "Store deadline").
  */
 import { channel } from 'node:diagnostics_channel';
+import { STORE_BATCH_CHANNEL } from './diagnostics-channels.js';
 import { metrics, queueDepth } from '../metrics/registry.js';
 import { SlotSet } from '../slot-set.js';
 import type { LogCompletion, NewLog } from './logs.js';
@@ -84,12 +85,8 @@ export interface WriteBackend {
   close(): Promise<void>;
 }
 
-/**
- * The `node:diagnostics_channel` name on which every batch the backend settled is published as a
- * {@link BatchEvent} (the tail benchmark lays them beside slow requests). Nothing is measured
- * or published while nobody subscribes.
- */
-export const STORE_BATCH_CHANNEL = 'countersign:store-batch';
+/** The channel every batch the backend settled is published on, as a {@link BatchEvent}, while anyone subscribes. */
+export { STORE_BATCH_CHANNEL };
 
 /** One batch, from its first write's submission to the backend's answer (epoch ms, fractional). */
 export interface BatchEvent {

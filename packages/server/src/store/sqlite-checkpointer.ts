@@ -52,11 +52,8 @@ export interface CheckpointPolicy {
  */
 export const CHECKPOINT_POLICY: CheckpointPolicy = { backgroundEveryMs: 100, closeEveryMs: 500, truncateIdleMs: 1000 };
 
-/**
- * The `node:diagnostics_channel` name on which every checkpoint that copied frames is published
- * as a {@link CheckpointEvent} (the tail benchmark lays them beside slow requests).
- */
-export const CHECKPOINT_CHANNEL = 'countersign:sqlite-checkpoint';
+/** The channel every checkpoint that copied frames is published on, as a {@link CheckpointEvent}. */
+export { CHECKPOINT_CHANNEL } from './diagnostics-channels.js';
 
 /** One checkpoint that copied frames, as the threads report it (for metrics and the tail benchmark). */
 export interface CheckpointEvent {
