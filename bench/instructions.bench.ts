@@ -18,7 +18,8 @@
  * wake-ups, all of which the µs figures include. Both are needed; this one is the repeatable one.
  *
  * Run: `npm run bench -- instructions` (about 10 minutes; BENCH_QUICK=1: a smoke run). Knobs:
- * INSTRUCTIONS_WARM (default 1,500 calls), INSTRUCTIONS_CALLS (default 1,000), INSTRUCTIONS_DIST (the
+ * INSTRUCTIONS_WARM (default 1,500 calls), INSTRUCTIONS_CALLS (default 1,000), INSTRUCTIONS_DOOR=forward
+ * (Countersign's calls through forward mode), INSTRUCTIONS_DIST (the
  * server build to measure, default this tree's), INSTRUCTIONS_KEEP=1 (keeps callgrind's files, for
  * `callgrind_annotate`: the cost by function). Needs valgrind and the server's build (`npm run
  * build`, which `npm install` runs).
@@ -31,12 +32,14 @@ import { freshDatabaseOffCore } from './proxy/pin-postgres.js';
 import { CORES, pinSelf, startRole, type Child } from './proxy/children.js';
 import { HAS_VALGRIND, startUnderCallgrind, type ThreadInstructions } from './proxy/callgrind.js';
 import { BUILT_ROLES, bundled } from './proxy/built.js';
-import { callOnce, clientFor, plainJsonCall, proxyDoorCall, type CallSpec } from './proxy/load.js';
+import { callOnce, clientFor, forwardDoorCall, plainJsonCall, proxyDoorCall, REQUEST_BODY, type CallSpec } from './proxy/load.js';
 import { SERVING_NODE_FLAGS } from '../packages/server/src/serving-gc.js';
 
 const QUICK = process.env.BENCH_QUICK === '1';
 const WARM = Number(process.env.INSTRUCTIONS_WARM ?? (QUICK ? 100 : 1500));
 const CALLS = Number(process.env.INSTRUCTIONS_CALLS ?? (QUICK ? 50 : 1000));
+// INSTRUCTIONS_DOOR=forward: Countersign's calls through forward mode instead of POST /v1/proxy.
+const DOOR = process.env.INSTRUCTIONS_DOOR === 'forward' ? 'forward' : 'proxy';
 // INSTRUCTIONS_DIST: another tree's server build (its packages/server/dist), to compare two trees
 // in one run of this benchmark's code.
 const dist = process.env.INSTRUCTIONS_DIST ?? path.join(path.dirname(fileURLToPath(import.meta.url)), '..', 'packages', 'server', 'dist');
@@ -97,7 +100,9 @@ export default async function instructionsBench(): Promise<Record<string, unknow
         const spec =
           env.PROXY_BENCH_ROLE === 'floor'
             ? plainJsonCall(url)
-            : proxyDoorCall(url, target.info.apiKey!, 'instructions-key', upstream.info.url + '/json');
+            : DOOR === 'forward'
+              ? forwardDoorCall(url, target.info.apiKey!, 'instructions-key', '/json', REQUEST_BODY)
+              : proxyDoorCall(url, target.info.apiKey!, 'instructions-key', upstream.info.url + '/json');
         const pool = clientFor(spec);
         await sequentially(pool, spec, WARM);
         target.zero();
@@ -117,7 +122,7 @@ export default async function instructionsBench(): Promise<Record<string, unknow
   }
   const floor = results.floor!.work;
   const roles = ['event loop', 'SQLite writer', 'other', 'SQLite checkpointer', 'JIT compiler'];
-  console.log(`\n${WARM} warm-up calls, then ${CALLS} measured, one at a time; instructions per call (thousands):`);
+  console.log(`\ndoor ${DOOR}: ${WARM} warm-up calls, then ${CALLS} measured, one at a time; instructions per call (thousands):`);
   console.log(`| target | ${roles.join(' | ')} | work (all but the last two) | × floor |`);
   console.log(`| --- | ${roles.map(() => '---').join(' | ')} | --- | --- |`);
   for (const [name, r] of Object.entries(results)) {
@@ -125,6 +130,7 @@ export default async function instructionsBench(): Promise<Record<string, unknow
     console.log(`| ${name} | ${cells.join(' | ')} | ${Math.round(r.work / 1000)} | ×${(r.work / floor).toFixed(2)} |`);
   }
   return {
+    door: DOOR,
     warmCalls: WARM,
     calls: CALLS,
     results,

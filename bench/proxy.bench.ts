@@ -50,6 +50,7 @@ import {
   plainJsonCall,
   proxyDoorCall,
   REQUEST_BODY,
+  forwardDoorCall,
   saturate,
   sseRuns,
   type CallSpec,
@@ -98,14 +99,8 @@ function countersignTarget(name: string, label: string, child: Child, upstream: 
   let json: CallSpec;
   let sse: CallSpec;
   if (DOOR === 'forward') {
-    const headers = { 'x-service-key': child.info.apiKey!, 'x-service-encryption-key': ENC, 'content-type': 'application/json' };
-    json = { origin, path: '/v1/forward/bench/json', method: 'POST', headers, body: REQUEST_BODY };
-    sse = {
-      origin,
-      path: '/v1/forward/bench/sse?n=50',
-      method: 'GET',
-      headers: { 'x-service-key': child.info.apiKey!, 'x-service-encryption-key': ENC },
-    };
+    json = forwardDoorCall(origin, child.info.apiKey!, ENC, '/json', REQUEST_BODY);
+    sse = forwardDoorCall(origin, child.info.apiKey!, ENC, '/sse?n=50');
   } else {
     json = proxyDoorCall(origin, child.info.apiKey!, ENC, upstream + '/json');
     sse = proxyDoorCall(origin, child.info.apiKey!, ENC, upstream + '/sse?n=50');

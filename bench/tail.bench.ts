@@ -11,7 +11,7 @@
  *
  * Run: `npm run bench -- tail` (about half a minute). Knobs: TAIL_RATE (default 1000 req/s),
  * TAIL_SECONDS (default 15), TAIL_WARMUP (seconds at the rate before measuring, default 3),
- * TAIL_STORE (sqlite | postgres), PROXY_BENCH_CS_FLAGS (extra Node flags for the Countersign
+ * TAIL_STORE (sqlite | postgres), TAIL_DOOR=forward (forward mode instead of `POST /v1/proxy`), PROXY_BENCH_CS_FLAGS (extra Node flags for the Countersign
  * process, e.g. `--single-threaded-gc`), TAIL_DIRECT=1 (call the
  * upstream directly, same harness: the load generator's and upstream's own tail), TAIL_TARGET=floor
  * (the bare Node.js proxy in Countersign's place: the floor's CPU per call at this rate), TAIL_PROOF=1
@@ -34,7 +34,7 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { freshDatabaseOffCore } from './proxy/pin-postgres.js';
 import { CORES, COUNTERSIGN_FLAGS, pinSelf, startRole, threadCounters, type Child } from './proxy/children.js';
-import { clientFor, openLoop, pctMs, plainJsonCall, proxyDoorCall, type CallSpec } from './proxy/load.js';
+import { clientFor, forwardDoorCall, openLoop, pctMs, plainJsonCall, proxyDoorCall, REQUEST_BODY, type CallSpec } from './proxy/load.js';
 import { describeScavengePhases, scavengePhases } from './proxy/scavenge-phases.js';
 import { canTraceSendPath, describeSendPath, sendPathReport, traceSendPath } from './proxy/send-path.js';
 import { batchReport, describeBatches, readBatches, watchPostgresBackends } from './proxy/store-batches.js';
@@ -54,6 +54,8 @@ const GC_PHASES = process.env.TAIL_GC_PHASES === '1';
 const SEND_PATH = process.env.TAIL_SEND_PATH === '1';
 const WARMUP_S = Number(process.env.TAIL_WARMUP ?? 3);
 const BATCHES = process.env.TAIL_BATCHES === '1';
+// TAIL_DOOR=forward: Countersign through forward mode (the SDK drop-in) instead of POST /v1/proxy.
+const FORWARD = process.env.TAIL_DOOR === 'forward';
 const SLOW_MS = 5;
 const BIG_EVENT_MS = 10;
 const stallLog = path.join(path.dirname(fileURLToPath(import.meta.url)), 'proxy', 'stall-log.ts');
@@ -96,7 +98,9 @@ export default async function tailBench(): Promise<Record<string, unknown>> {
       ? plainJsonCall(upstream.info.url!)
       : FLOOR
         ? plainJsonCall(cs.info.url!)
-        : proofAsked(proxyDoorCall(cs.info.url!, cs.info.apiKey!, 'tail-key', upstream.info.url + '/json'));
+        : FORWARD
+          ? forwardDoorCall(cs.info.url!, cs.info.apiKey!, 'tail-key', '/json', REQUEST_BODY)
+          : proofAsked(proxyDoorCall(cs.info.url!, cs.info.apiKey!, 'tail-key', upstream.info.url + '/json'));
     const pool = clientFor(spec);
     await openLoop(pool, spec, RATE, WARMUP_S); // JIT, pools, pages
     const pid = cs.proc.pid!;
@@ -211,7 +215,7 @@ export default async function tailBench(): Promise<Record<string, unknown>> {
     const l = out.latency_ms;
     process.stdout.write(
       [
-        `${DIRECT ? 'Direct call (no proxy)' : FLOOR ? 'Node floor' : `Countersign ${STORE}${db?.pinned ? ' (PostgreSQL on the load core)' : ''}`}, ${RATE} req/s for ${SECONDS} s${COUNTERSIGN_FLAGS.length ? ` (${COUNTERSIGN_FLAGS.join(' ')})` : ''}: p50 ${l.p50} / p90 ${l.p90} / p99 ${l.p99} / p99.9 ${l.p999} / max ${l.max} ms, ${run.errors} errors`,
+        `${DIRECT ? 'Direct call (no proxy)' : FLOOR ? 'Node floor' : `Countersign ${STORE}${FORWARD ? ' (forward mode)' : ''}${db?.pinned ? ' (PostgreSQL on the load core)' : ''}`}, ${RATE} req/s for ${SECONDS} s${COUNTERSIGN_FLAGS.length ? ` (${COUNTERSIGN_FLAGS.join(' ')})` : ''}: p50 ${l.p50} / p90 ${l.p90} / p99 ${l.p99} / p99.9 ${l.p999} / max ${l.max} ms, ${run.errors} errors`,
         `slow (> ${SLOW_MS} ms): ${slow.length}; of them in flight during a GC pause or loop stall of ${BIG_EVENT_MS} ms or more: ${nearBig}`,
         `slow onsets (stalls): ${onsets.onsets}; overlapping ${Object.entries(onsets.by)
           .map(([k, n]) => `${k} ${n}`)

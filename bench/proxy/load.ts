@@ -36,6 +36,17 @@ export function proxyDoorCall(origin: string, apiKey: string, encryptionKey: str
   };
 }
 
+/**
+ * The same call through forward mode (`/v1/forward/{upstream}/…`, the SDK drop-in): `path`
+ * (e.g. `/json`) on the upstream named `bench` (the benchmark's COUNTERSIGN_UPSTREAMS), the body
+ * streamed as the caller sends it; `GET` when there is no body.
+ */
+export function forwardDoorCall(origin: string, apiKey: string, encryptionKey: string, path: string, body?: string): CallSpec {
+  const headers: Record<string, string> = { 'x-service-key': apiKey, 'x-service-encryption-key': encryptionKey };
+  if (body === undefined) return { origin, path: '/v1/forward/bench' + path, method: 'GET', headers };
+  return { origin, path: '/v1/forward/bench' + path, method: 'POST', headers: { ...headers, 'content-type': 'application/json' }, body };
+}
+
 /** Histogram of microseconds, 1 µs to 60 s at 3 significant digits. */
 export function histogram(): hdr.Histogram {
   return hdr.build({ lowestDiscernibleValue: 1, highestTrackableValue: 60_000_000, numberOfSignificantValueDigits: 3 });
