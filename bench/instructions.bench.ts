@@ -21,17 +21,16 @@
  * INSTRUCTIONS_WARM (default 1,500 calls), INSTRUCTIONS_CALLS (default 1,000), INSTRUCTIONS_DOOR=forward
  * (Countersign's calls through forward mode), INSTRUCTIONS_DIST (the
  * server build to measure, default this tree's), INSTRUCTIONS_KEEP=1 (keeps callgrind's files, for
- * `callgrind_annotate`: the cost by function). Needs valgrind and the server's build (`npm run
- * build`, which `npm install` runs).
+ * `callgrind_annotate`: the cost by function). Needs valgrind; this tree's build is brought up to
+ * date first (bench/proxy/built.ts), another tree's (INSTRUCTIONS_DIST) must be built.
  */
 import fs from 'node:fs';
 import path from 'node:path';
-import { fileURLToPath } from 'node:url';
 import type { Pool } from 'undici';
 import { freshDatabaseOffCore } from './proxy/pin-postgres.js';
 import { CORES, pinSelf, startRole, type Child } from './proxy/children.js';
 import { HAS_VALGRIND, startUnderCallgrind, type ThreadInstructions } from './proxy/callgrind.js';
-import { BUILT_ROLES, bundled } from './proxy/built.js';
+import { BUILT_ROLES, bundled, THIS_DIST } from './proxy/built.js';
 import { callOnce, clientFor, forwardDoorCall, plainJsonCall, proxyDoorCall, REQUEST_BODY, type CallSpec } from './proxy/load.js';
 import { SERVING_NODE_FLAGS } from '../packages/server/src/serving-gc.js';
 
@@ -42,7 +41,7 @@ const CALLS = Number(process.env.INSTRUCTIONS_CALLS ?? (QUICK ? 50 : 1000));
 const DOOR = process.env.INSTRUCTIONS_DOOR === 'forward' ? 'forward' : 'proxy';
 // INSTRUCTIONS_DIST: another tree's server build (its packages/server/dist), to compare two trees
 // in one run of this benchmark's code.
-const dist = process.env.INSTRUCTIONS_DIST ?? path.join(path.dirname(fileURLToPath(import.meta.url)), '..', 'packages', 'server', 'dist');
+const dist = process.env.INSTRUCTIONS_DIST ?? THIS_DIST;
 
 /** Instructions per call of one target, by thread role. */
 interface TargetFigures {
@@ -76,9 +75,10 @@ export default async function instructionsBench(): Promise<Record<string, unknow
     console.log('valgrind is not installed (apt-get install valgrind): nothing measured');
     return { skipped: 'valgrind not installed' };
   }
-  if (!fs.existsSync(path.join(dist, 'app.js'))) throw new Error('the server is not built: run npm run build first');
   pinSelf();
+  // Bundling brings this tree's build up to date first (built.ts); another tree's must be built already.
   const script = await bundled(BUILT_ROLES);
+  if (!fs.existsSync(path.join(dist, 'app.js'))) throw new Error(`no server build in ${dist}: run npm run build there first`);
   const children: Child[] = [];
   const db = process.env.DATABASE_URL ? await freshDatabaseOffCore(process.env.DATABASE_URL, CORES.load) : undefined;
   const results: Record<string, TargetFigures> = {};

@@ -20,6 +20,7 @@ import { deriveEnvelopeKey, randomNonce } from '@countersign/core';
 import { Store, type NewLog, type RowRef } from '../packages/server/src/store/index.js';
 import { PgWriter } from '../packages/server/src/store/pg-writer.js';
 import { sealProxyPayload, type ProxyPayload } from '../packages/server/src/proxy/record.js';
+import { quantile } from './proxy/report.js';
 
 const SECONDS = Number(process.env.PG_BENCH_SECONDS ?? 4);
 const BATCH = 32;
@@ -91,9 +92,6 @@ function row(id: string, payload: string, instanceId: string): NewLog {
 function refsOf(ids: string[], seqs: ArrayLike<number>): RowRef[] {
   return ids.map((id, k) => ({ projectId: 'prj_capacity', id, seq: seqs[k]! }));
 }
-
-const pct = (xs: number[], p: number) =>
-  xs.length ? [...xs].sort((a, b) => a - b)[Math.min(xs.length - 1, Math.floor(xs.length * p))]! : 0;
 
 export default async function pgCapacity(): Promise<Record<string, unknown>> {
   const base = process.env.DATABASE_URL;
@@ -199,7 +197,11 @@ export default async function pgCapacity(): Promise<Record<string, unknown>> {
         n++;
       }
       await w.close();
-      out.baseline_one_at_a_time = { calls_per_s: Math.round(n / SECONDS), call_p50_ms: pct(lat, 0.5), call_p99_ms: pct(lat, 0.99) };
+      out.baseline_one_at_a_time = {
+        calls_per_s: Math.round(n / SECONDS),
+        call_p50_ms: quantile(lat, 0.5),
+        call_p99_ms: quantile(lat, 0.99),
+      };
       process.stdout.write(`baseline, one write per commit: ${JSON.stringify(out.baseline_one_at_a_time)}\n`);
     }
 
@@ -237,8 +239,8 @@ export default async function pgCapacity(): Promise<Record<string, unknown>> {
       const r = {
         writers,
         calls_per_s: Math.round(calls / SECONDS),
-        commit_p50_ms: +pct(lat, 0.5).toFixed(2),
-        commit_p99_ms: +pct(lat, 0.99).toFixed(2),
+        commit_p50_ms: +quantile(lat, 0.5).toFixed(2),
+        commit_p99_ms: +quantile(lat, 0.99).toFixed(2),
       };
       ceiling.push(r);
       process.stdout.write(`${writers} writer(s), groups of ${BATCH}: ${JSON.stringify(r)}\n`);

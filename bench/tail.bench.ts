@@ -11,9 +11,9 @@
  *
  * Run: `npm run bench -- tail` (about half a minute). Knobs: TAIL_RATE (default 1000 req/s),
  * TAIL_SECONDS (default 15), TAIL_WARMUP (seconds at the rate before measuring, default 3),
- * TAIL_STORE (sqlite | postgres), TAIL_DOOR=forward (forward mode instead of `POST /v1/proxy`), PROXY_BENCH_CS_FLAGS (extra Node flags for the Countersign
- * process, e.g. `--single-threaded-gc`), TAIL_DIRECT=1 (call the
- * upstream directly, same harness: the load generator's and upstream's own tail), TAIL_TARGET=floor
+ * TAIL_STORE (sqlite | postgres), TAIL_DOOR=forward (forward mode instead of `POST /v1/proxy`),
+ * PROXY_BENCH_CS_FLAGS (extra Node flags for the Countersign process, e.g. `--single-threaded-gc`),
+ * TAIL_DIRECT=1 (call the upstream directly, same harness: the load generator's and upstream's own tail), TAIL_TARGET=floor
  * (the bare Node.js proxy in Countersign's place: the floor's CPU per call at this rate), TAIL_PROOF=1
  * (every call asks for a proof; the process runs the proof batcher), TAIL_DUMP=file
  * (writes the samples and the events as JSON, for a closer look), PROXY_BENCH_SPIN=1 (see load.ts),

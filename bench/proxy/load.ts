@@ -17,8 +17,11 @@ export interface CallSpec {
   body?: string;
 }
 
-/** The body of every benchmark call: a small chat-style JSON request. */
-export const REQUEST_BODY = JSON.stringify({ model: 'm', prompt: 'hello' });
+/** What every benchmark call sends: a small chat-style JSON request. */
+const REQUEST = { model: 'm', prompt: 'hello' };
+
+/** The body of every benchmark call, as bytes on the wire ({@link REQUEST}). */
+export const REQUEST_BODY = JSON.stringify(REQUEST);
 
 /** `POST /json` with {@link REQUEST_BODY} to `origin`: the upstream itself, or a proxy that passes the path on. */
 export function plainJsonCall(origin: string): CallSpec {
@@ -32,7 +35,7 @@ export function proxyDoorCall(origin: string, apiKey: string, encryptionKey: str
     path: '/v1/proxy',
     method: 'POST',
     headers: { authorization: `Bearer ${apiKey}`, 'content-type': 'application/json', 'x-service-encryption-key': encryptionKey },
-    body: JSON.stringify({ target, payload: { model: 'm', prompt: 'hello' } }),
+    body: JSON.stringify({ target, payload: REQUEST }),
   };
 }
 

@@ -48,6 +48,13 @@ export interface TargetFigures {
   rounds?: Array<Record<string, RateFigures>>;
 }
 
+/** The `q` quantile (0-1) of `values` in any order, by the nearest rank below; 0 when there are none. */
+export function quantile(values: number[], q: number): number {
+  if (values.length === 0) return 0;
+  const sorted = [...values].sort((a, b) => a - b);
+  return sorted[Math.min(sorted.length - 1, Math.floor(sorted.length * q))]!;
+}
+
 const r3 = (x: number) => (Number.isFinite(x) ? Math.round(x * 1000) / 1000 : x);
 
 /** Median of each numeric field over rounds (rounds have the same shape). */

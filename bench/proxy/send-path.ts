@@ -16,6 +16,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { pinned } from './children.js';
+import { quantile } from './report.js';
 
 /** Duration figures of one group of writes, µs. */
 export interface WriteTimes {
@@ -57,10 +58,9 @@ export function traceSendPath(seconds: number, loadCore: string): Promise<string
 }
 
 function times(us: number[]): WriteTimes {
-  const s = [...us].sort((a, b) => a - b);
-  const at = (q: number) => (s.length ? Math.round(s[Math.min(s.length - 1, Math.floor(s.length * q))]! * 10) / 10 : 0);
-  const mean = s.length ? s.reduce((a, b) => a + b, 0) / s.length : 0;
-  return { n: s.length, mean_us: Math.round(mean * 10) / 10, p50_us: at(0.5), p90_us: at(0.9) };
+  const r1 = (x: number) => Math.round(x * 10) / 10;
+  const mean = us.length ? us.reduce((a, b) => a + b, 0) / us.length : 0;
+  return { n: us.length, mean_us: r1(mean), p50_us: r1(quantile(us, 0.5)), p90_us: r1(quantile(us, 0.9)) };
 }
 
 /**

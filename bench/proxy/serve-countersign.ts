@@ -1,9 +1,9 @@
 /**
  * A benchmark's Countersign process (built-roles.ts from the build, as the benchmarks run it;
  * roles.ts from the sources through tsx with PROXY_BENCH_FROM=src): the server's modules come
- * from the caller, so both start
- * it the same way: tuned as `countersign serve` tunes it, one project and agent key, one JSON
- * line on stdout once it serves, and on SIGTERM the app closed and its data directory removed.
+ * from the caller, so both start it the same way: tuned as `countersign serve` tunes it, one
+ * project and agent key, one JSON line on stdout once it serves, and on SIGTERM the app closed
+ * and its data directory removed.
  */
 import fs from 'node:fs';
 import os from 'node:os';

@@ -1,7 +1,7 @@
 /**
  * The store writer's batches under the tail benchmark (TAIL_BATCHES=1): the process under test
- * publishes each settled batch on the store's diagnostics channel (store/log-writer.ts,
- * `STORE_BATCH_CHANNEL`), the preloaded stall log (stall-log.ts) writes them to a file, and this
+ * publishes each settled batch on the store's diagnostics channel (`STORE_BATCH_CHANNEL`,
+ * store/diagnostics-channels.ts), the preloaded stall log (stall-log.ts) writes them to a file, and this
  * module says how long batches queued behind the one in flight, how long the backend took, how
  * many rows each carried, how much of the run the backend was busy, and what the batches of
  * the slow requests looked like against everyone's. Beside it, for a local PostgreSQL, what the
@@ -11,6 +11,7 @@
 import fs from 'node:fs';
 import pg from 'pg';
 import type { BatchEvent } from '../../packages/server/src/store/log-writer.js';
+import { quantile } from './report.js';
 
 /** What the batches of a run looked like. */
 export interface BatchReport {
@@ -29,16 +30,10 @@ export interface BatchReport {
 
 const r2 = (ms: number) => Math.round(ms * 100) / 100;
 
-function pct(sorted: number[], p: number): number {
-  return sorted.length === 0 ? 0 : sorted[Math.min(sorted.length - 1, Math.floor((sorted.length * p) / 100))]!;
-}
-
-function median(values: number[]): number {
-  return pct(
-    [...values].sort((a, b) => a - b),
-    50,
-  );
-}
+const median = (values: number[]) => quantile(values, 0.5);
+/** How long a batch waited behind the one in flight, and how long the backend then took (ms). */
+const queueOf = (b: BatchEvent) => b.sentAt - b.submittedAt;
+const backendOf = (b: BatchEvent) => b.doneAt - b.sentAt;
 
 /** The batches the stall log wrote to `file`, from epoch ms `from` on. */
 export function readBatches(file: string, from: number): BatchEvent[] {
@@ -81,16 +76,15 @@ function batchesOf(due: number, ms: number, bySubmit: BatchEvent[], byDone: Batc
 function medianSplit(samples: Array<[number, number]>, bySubmit: BatchEvent[], byDone: BatchEvent[]) {
   const found = samples.map(([due, ms]) => batchesOf(due, ms, bySubmit, byDone)).filter((x) => x !== undefined);
   if (found.length === 0) return undefined;
-  const split = (b: BatchEvent): [number, number] => [b.sentAt - b.submittedAt, b.doneAt - b.sentAt];
-  const pair = (k: 0 | 1): [number, number] => [r2(median(found.map((f) => split(f[k])[0]))), r2(median(found.map((f) => split(f[k])[1])))];
+  const pair = (k: 0 | 1): [number, number] => [r2(median(found.map((f) => queueOf(f[k])))), r2(median(found.map((f) => backendOf(f[k]))))];
   return { insert: pair(0), outcome: pair(1) };
 }
 
 /** Summarizes `batches` against the run's `samples` ([due epoch ms, latency ms]). */
 export function batchReport(batches: BatchEvent[], samples: Array<[number, number]>, slowMs: number): BatchReport | undefined {
   if (batches.length === 0) return undefined;
-  const queue = batches.map((b) => b.sentAt - b.submittedAt).sort((a, b) => a - b);
-  const backend = batches.map((b) => b.doneAt - b.sentAt).sort((a, b) => a - b);
+  const queue = batches.map(queueOf);
+  const backend = batches.map(backendOf);
   const rows = batches.reduce((a, b) => a + b.inserts + b.outcomes, 0);
   // Busy: the union of the backend's intervals (several may overlap when it takes more than one).
   let busy = 0;
@@ -101,13 +95,13 @@ export function batchReport(batches: BatchEvent[], samples: Array<[number, numbe
   }
   const span = Math.max(...batches.map((b) => b.doneAt)) - Math.min(...batches.map((b) => b.sentAt));
   const byRows: Record<string, number[]> = {};
-  for (const b of batches) (byRows[String(Math.min(5, b.inserts + b.outcomes))] ??= []).push(b.doneAt - b.sentAt);
+  for (const b of batches) (byRows[String(Math.min(5, b.inserts + b.outcomes))] ??= []).push(backendOf(b));
   const byDone = [...batches].sort((a, b) => a.doneAt - b.doneAt);
   return {
     batches: batches.length,
     rows_per_batch: r2(rows / batches.length),
-    queue_ms: { p50: r2(pct(queue, 50)), p99: r2(pct(queue, 99)) },
-    backend_ms: { p50: r2(pct(backend, 50)), p99: r2(pct(backend, 99)) },
+    queue_ms: { p50: r2(quantile(queue, 0.5)), p99: r2(quantile(queue, 0.99)) },
+    backend_ms: { p50: r2(quantile(backend, 0.5)), p99: r2(quantile(backend, 0.99)) },
     backend_busy: r2(busy / Math.max(1, span)),
     backend_p50_ms_by_rows: Object.fromEntries(Object.entries(byRows).map(([k, v]) => [k, r2(median(v))])),
     slow_requests: medianSplit(

@@ -114,7 +114,7 @@ export function deriveEnvelopeKey(keyString: string, kid?: string): Promise<Enve
   const hit = keyCache.get(cacheKey);
   if (hit) return hit.key;
   const raw = sha256(keyString);
-  const id = kid ?? 'sha256:' + toHex(sha256(raw)).slice(0, 16);
+  const id = kid ?? kidOfRawKey(raw);
   const made = globalThis.crypto.subtle
     .importKey('raw', raw as BufferSource, { name: 'AES-GCM' }, false, ['encrypt', 'decrypt'])
     .then((cryptoKey) => {
@@ -132,7 +132,12 @@ export function deriveEnvelopeKey(keyString: string, kid?: string): Promise<Enve
 
 /** The fingerprint key id of a key string, as used when there is no keyring. */
 export function fingerprintKid(keyString: string): string {
-  return 'sha256:' + toHex(sha256(sha256(keyString))).slice(0, 16);
+  return kidOfRawKey(sha256(keyString));
+}
+
+/** The fingerprint id of a derived key's raw bytes (the key string's SHA-256): a hash of them, never the bytes. */
+function kidOfRawKey(raw: Uint8Array): string {
+  return 'sha256:' + toHex(sha256(raw)).slice(0, 16);
 }
 
 /**

@@ -1,5 +1,5 @@
 /**
- * The store writer's batches on their diagnostics channel (log-writer.ts, STORE_BATCH_CHANNEL),
+ * The store writer's batches on their diagnostics channel (STORE_BATCH_CHANNEL, published by log-writer.ts),
  * which the tail benchmark reads (bench/proxy/store-batches.ts): a proxied call's write-ahead
  * insert and its outcome each arrive in a published batch, with the queue and the backend's
  * time in order, on both stores.
@@ -9,7 +9,8 @@ import assert from 'node:assert/strict';
 import { subscribe, unsubscribe } from 'node:diagnostics_channel';
 import { STORES, startApp } from './helpers/server.js';
 import { makeProjectKey, proxyCall, startUpstream } from './helpers/upstreams.js';
-import { STORE_BATCH_CHANNEL, type BatchEvent } from '../src/store/log-writer.js';
+import type { BatchEvent } from '../src/store/log-writer.js';
+import { STORE_BATCH_CHANNEL } from '../src/store/diagnostics-channels.js';
 
 for (const store of STORES) {
   test(`a proxied call's insert and outcome are published as settled batches, times in order (${store})`, async () => {

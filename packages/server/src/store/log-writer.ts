@@ -85,10 +85,7 @@ export interface WriteBackend {
   close(): Promise<void>;
 }
 
-/** The channel every batch the backend settled is published on, as a {@link BatchEvent}, while anyone subscribes. */
-export { STORE_BATCH_CHANNEL };
-
-/** One batch, from its first write's submission to the backend's answer (epoch ms, fractional). */
+/** One settled batch, as published on `STORE_BATCH_CHANNEL` (diagnostics-channels.ts); times in epoch ms, fractional. */
 export interface BatchEvent {
   /** When the oldest write it carries was submitted. */
   submittedAt: number;

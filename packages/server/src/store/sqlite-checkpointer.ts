@@ -52,10 +52,7 @@ export interface CheckpointPolicy {
  */
 export const CHECKPOINT_POLICY: CheckpointPolicy = { backgroundEveryMs: 100, closeEveryMs: 500, truncateIdleMs: 1000 };
 
-/** The channel every checkpoint that copied frames is published on, as a {@link CheckpointEvent}. */
-export { CHECKPOINT_CHANNEL } from './diagnostics-channels.js';
-
-/** One checkpoint that copied frames, as the threads report it (for metrics and the tail benchmark). */
+/** One checkpoint that copied frames, as the threads report it (for metrics, and on `CHECKPOINT_CHANNEL`: diagnostics-channels.ts). */
 export interface CheckpointEvent {
   t: 'checkpoint';
   /** Which thread ran it. */

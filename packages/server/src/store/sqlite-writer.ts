@@ -19,7 +19,6 @@ import type { RowRef, WriteBackend, WriteBatch, WriteResult } from './log-writer
 import { sqliteWriterMain, type BatchMessage, type DoneMessage, type WriterWorkerData } from './sqlite-writer-worker.js';
 import {
   BackgroundCheckpointer,
-  CHECKPOINT_CHANNEL,
   CHECKPOINT_POLICY,
   passCounter,
   runCheckpoint,
@@ -29,6 +28,7 @@ import {
   type CheckpointPolicy,
 } from './sqlite-checkpointer.js';
 import { THREAD_NAMES } from '../thread-name.js';
+import { CHECKPOINT_CHANNEL } from './diagnostics-channels.js';
 
 const SET_OUTCOME = OUTCOME_COLUMNS.map((c) => `${c} = ?`).join(', ');
 // A record already sealed into a proof batch never changes (proxy-outcomes.ts); only a proxy
