@@ -9,6 +9,8 @@ import assert from 'node:assert/strict';
 import { createHash, randomBytes } from 'node:crypto';
 import { gzipSync } from 'node:zlib';
 import http from 'node:http';
+import net from 'node:net';
+import { Readable } from 'node:stream';
 import { FormData, request } from 'undici';
 import { STORES, startApp, type TestApp } from './helpers/server.js';
 import { addKey, decryptRecord, makeProjectKey, waitFor } from './helpers/upstreams.js';
@@ -167,6 +169,64 @@ for (const store of STORES) {
       assert.equal(payload.request.truncated, true);
       assert.equal(payload.request.bytes, big.length);
       assert.equal(payload.request.sha256, sha(big));
+    });
+
+    test('a body of declared length is in the write-ahead record; a chunked one joins it with the outcome', async () => {
+      up.answer('/api/v1/held', { headers: { 'content-type': 'text/plain' }, body: ['one ', 'two'], gapMs: 400 });
+      /** Sends `body`, and reads the record while the upstream holds the answer open. */
+      const pendingThenFinal = async (body: string | Readable, headers: Record<string, string>) => {
+        const before = up.requests.length;
+        const answer = request(t.url + '/v1/forward/fake/held', { method: 'POST', headers: ours(headers), body });
+        const r = await answer;
+        const logId = r.headers['x-service-log-id'] as string;
+        await waitFor(() => (up.requests.length > before ? true : undefined));
+        const row = await t.app.ctx.store.logs.get(projectId, logId);
+        assert.equal(row?.status, 'pending', 'the answer is still streaming');
+        const pending = (await decryptRecord(row!.payload, ENC, logId)) as any; // eslint-disable-line @typescript-eslint/no-explicit-any
+        assert.equal(await r.body.text(), 'one two');
+        return { pending, final: (await record(logId)).payload };
+      };
+      const json = JSON.stringify({ model: 'm', n: 12345678901234567890n.toString(), list: [1, 2, 3] });
+      const known = await pendingThenFinal(json, { 'content-type': 'application/json' });
+      // Read before anything was written, as POST /v1/proxy reads its payload: the pending record
+      // already holds the request exactly as the finished one states it.
+      assert.deepEqual(known.pending.request.body, JSON.parse(json));
+      assert.equal(known.pending.request.sha256, sha(json));
+      assert.deepEqual(known.final.request, known.pending.request);
+      assert.deepEqual(up.requests.at(-1)!.body, Buffer.from(json));
+      assert.equal(up.requests.at(-1)!.headers['content-length'], String(Buffer.byteLength(json)));
+
+      const chunked = await pendingThenFinal(Readable.from([Buffer.from('{"a":'), Buffer.from('1}')]), {
+        'content-type': 'application/json',
+      });
+      // Streamed as it arrived: the body is known only once it has gone, so the outcome brings it.
+      assert.equal(chunked.pending.request.bytes, undefined);
+      assert.deepEqual(chunked.final.request.body, { a: 1 });
+      assert.equal(chunked.final.request.bytes, 7);
+      assert.deepEqual(up.requests.at(-1)!.body, Buffer.from('{"a":1}'));
+    });
+
+    test('a caller that goes away before its body is complete leaves no record and sends nothing', async () => {
+      const before = up.requests.length;
+      const u = new URL(t.url);
+      const socket = net.connect(Number(u.port), u.hostname);
+      await new Promise((r) => socket.once('connect', r));
+      const head = [
+        'POST /v1/forward/fake/cut HTTP/1.1',
+        `Host: ${u.host}`,
+        ...Object.entries(ours({ 'content-type': 'application/json', 'content-length': '1000' })).map(([k, v]) => `${k}: ${v}`),
+        '',
+        '{"half":',
+      ];
+      socket.write(head.join('\r\n'));
+      await waitFor(() => (t.app.admission.inFlight.calls > 0 ? true : undefined));
+      const rows = (await t.app.ctx.store.logs.list(projectId, {}, 100000)).length;
+      socket.destroy();
+      await waitFor(() => (t.app.admission.inFlight.calls === 0 ? true : undefined));
+      assert.equal(up.requests.length, before, 'nothing went upstream');
+      assert.equal((await t.app.ctx.store.logs.list(projectId, {}, 100000)).length, rows, 'no record was written');
+      const after = await call('/v1/forward/fake/ok', { method: 'POST', headers: ours(), body: 'fine' });
+      assert.equal(after.status, 200);
     });
 
     test('any method: DELETE, GET with a query, HEAD keeps the upstream Content-Length', async () => {

@@ -7,6 +7,7 @@
  * - the budget's rules, on `/v1/log` and `/v1/proxy` of a listening app (requests held open by
  *   sending only part of their declared body);
  * - a body of unknown length (chunked) is counted as it arrives, and refused midway past the bound;
+ * - forward mode reserves the declared bytes of a body it reads ahead, and none for one it streams;
  * - the attack from the issue against a real server process: 20 concurrent 9 MB `/v1/proxy`
  *   calls to an upstream that never answers (which took RSS from 293 MB to 1.93 GB) are mostly
  *   refused, RSS stays under a stated bound, and every admitted call is answered once the
@@ -158,6 +159,33 @@ describe('in-flight admission: per key and per process, before the body is read'
     assert.equal(other.statusCode, 201);
     for (const h of held) h.socket.destroy();
     await inFlight(t, 0);
+  });
+
+  test('forward mode: a body it reads ahead reserves its declared bytes; a longer one streams and holds a call slot only', async () => {
+    const forwardHeaders = (key: string, bytes: number) => ({
+      'x-service-key': key,
+      'x-service-encryption-key': ENC,
+      'x-service-target-base': up.url,
+      'content-type': 'application/octet-stream',
+      'content-length': String(bytes),
+    });
+    // 1.5 MiB declared: read whole before the record is written, so reserved like /v1/proxy's body.
+    held.push(await holdRequest(t.url, '/v1/forward/echo', forwardHeaders(keyA, 1.5 * MIB), 'x'));
+    await inFlight(t, 1);
+    assert.deepEqual(t.app.admission.inFlight, { bytes: 1.5 * MIB, calls: 1 });
+    // Another 1 MiB for key A, on either door, would pass its 2 MiB share.
+    const over = await holdRequest(t.url, '/v1/forward/echo', forwardHeaders(keyA, 1 * MIB), 'x');
+    held.push(over);
+    await waitFor(() => (over.received().endsWith('}') ? true : undefined), 1000);
+    assert.match(over.received(), /^HTTP\/1\.1 429 /);
+    assert.match(over.received(), /"code":"key_busy"/);
+    // 3 MiB declared: past the read-ahead limit, it streams upstream and holds only its 2 MB capture.
+    held.push(await holdRequest(t.url, '/v1/forward/echo', forwardHeaders(keyA, 3 * MIB), 'x'));
+    await inFlight(t, 2);
+    assert.deepEqual(t.app.admission.inFlight, { bytes: 1.5 * MIB, calls: 2 });
+    for (const h of held) h.socket.destroy();
+    await inFlight(t, 0);
+    assert.equal(t.app.admission.inFlight.bytes, 0);
   });
 
   test('a chunked body is counted as it arrives and refused midway past the bound; the hijacked proxy answer releases its share', async () => {

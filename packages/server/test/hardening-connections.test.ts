@@ -80,11 +80,16 @@ describe('request timeouts', () => {
       trickle(c, 'x', 50);
     }
     const slowBodies = await Promise.all(Array.from({ length: 10 }, () => connect(t.url)));
-    for (const c of slowBodies) {
-      const head = `POST /v1/log HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${apiKey}\r\nContent-Type: application/json\r\nX-Service-Encryption-Key: ${ENC}\r\nContent-Length: 1000\r\n\r\n{`;
-      c.socket.write(head);
+    for (const [i, c] of slowBodies.entries()) {
+      // Half on /v1/log, half through forward mode, which reads a body of declared length ahead.
+      const door =
+        i % 2 === 0
+          ? `POST /v1/log HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${apiKey}\r\n`
+          : `POST /v1/forward/json HTTP/1.1\r\nHost: x\r\nX-Service-Key: ${apiKey}\r\nX-Service-Target-Base: ${up.url}\r\n`;
+      c.socket.write(`${door}Content-Type: application/json\r\nX-Service-Encryption-Key: ${ENC}\r\nContent-Length: 1000\r\n\r\n{`);
       trickle(c, ' ', 50);
     }
+    const upstreamCalls = up.requests.length;
     // While they trickle, a new client is served, and told how long an idle connection is kept.
     const health = await request(t.url + '/healthz');
     await health.body.text();
@@ -105,8 +110,9 @@ describe('request timeouts', () => {
       assert.equal(body.error.code, 'request_timeout');
       assert.match(body.error.requestId, /^req_/);
     }
-    // The cut requests released their admission.
+    // The cut requests released their admission, and the forward-mode ones sent nothing upstream.
     assert.deepEqual(t.app.admission.inFlight, { bytes: 0, calls: 0 });
+    assert.equal(up.requests.length, upstreamCalls);
     assert.equal((await getFresh(t.url + '/healthz')).status, 200);
   });
 

@@ -1,9 +1,10 @@
 /**
  * Write-ahead under `kill -9`: a real `countersign serve` process proxies a steady mix of quick
- * answers, slow SSE streams and streams that never end, and is SIGKILLed at an arbitrary moment,
- * twice. After a restart, every request the upstream received must have its record: finished
- * exchanges `complete`, the rest `interrupted` (none left `pending`), and every answer a caller
- * saw end must belong to a `complete` record.
+ * answers, slow SSE streams and streams that never end, through `POST /v1/proxy` and forward mode
+ * in turn, and is SIGKILLed at an arbitrary moment, twice. After a restart, every request the
+ * upstream received must have its record, with the body it was sent: finished exchanges
+ * `complete`, the rest `interrupted` (none left `pending`), and every answer a caller saw end must
+ * belong to a `complete` record.
  */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
@@ -62,12 +63,27 @@ async function load(url: string, apiKey: string, up: Upstream, next: () => numbe
   const targets = ['/status/200', '/echo', '/sse?n=20&delay=5', '/big?bytes=300000'];
   const send = async (n: number, target: string) => {
     try {
-      const r = await request(url + '/v1/proxy', {
-        dispatcher,
-        method: 'POST',
-        headers: { authorization: `Bearer ${apiKey}`, 'content-type': 'application/json', 'x-service-encryption-key': ENC },
-        body: JSON.stringify({ target: up.url + target, payload: { n } }),
-      });
+      // Every other call through forward mode, whose body of declared length is read ahead: its
+      // write-ahead record holds that body, as /v1/proxy's holds the payload.
+      const r =
+        n % 2 === 0
+          ? await request(url + '/v1/proxy', {
+              dispatcher,
+              method: 'POST',
+              headers: { authorization: `Bearer ${apiKey}`, 'content-type': 'application/json', 'x-service-encryption-key': ENC },
+              body: JSON.stringify({ target: up.url + target, payload: { n } }),
+            })
+          : await request(url + '/v1/forward' + target, {
+              dispatcher,
+              method: 'POST',
+              headers: {
+                'x-service-key': apiKey,
+                'x-service-target-base': up.url,
+                'content-type': 'application/json',
+                'x-service-encryption-key': ENC,
+              },
+              body: JSON.stringify({ n }),
+            });
       await r.body.arrayBuffer();
       if (r.statusCode === 200) finished.add(n);
     } catch {
@@ -123,9 +139,11 @@ for (const store of STORES) {
       try {
         const rows = await restarted.app.ctx.store.logs.list(projectId, {}, 100000);
         const byN = new Map<number, (typeof rows)[number]>();
+        let forwarded = 0;
         for (const row of rows) {
-          const payload = (await decryptRecord(row.payload, ENC, row.id)) as { request: { body: { n: number } } };
+          const payload = (await decryptRecord(row.payload, ENC, row.id)) as { via: string; request: { body: { n: number } } };
           byN.set(payload.request.body.n, row);
+          if (payload.via === 'forward') forwarded++;
         }
         // A request cut while its body was still arriving never reached the upstream's handler.
         const received = up.requests.filter((r) => r.body !== '').map((r) => (JSON.parse(r.body) as { n: number }).n);
@@ -140,6 +158,7 @@ for (const store of STORES) {
         for (const n of finished) {
           assert.equal(byN.get(n)?.status, 'complete', `request ${n} ended normally for its caller, so its record is complete`);
         }
+        assert.ok(forwarded > 0, 'some records are of forward-mode calls');
         assert.ok((statuses.complete ?? 0) > 0, 'some exchanges finished before the kills');
         assert.ok((statuses.interrupted ?? 0) > 0, 'some exchanges were cut by the kills');
       } finally {

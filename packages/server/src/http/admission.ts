@@ -248,11 +248,12 @@ export async function admitIngest(request: FastifyRequest, reply: FastifyReply):
 }
 
 /**
- * Route hook for calls whose body streams through without being kept (forward mode): a call
- * slot, per key and per process, and no request bytes. Same placement as {@link admitIngest}.
+ * Admits a call whose request bytes the route knows before its body is read (forward mode: the
+ * declared length of a body it reads ahead, 0 for one that streams through and holds only its
+ * capture). Same placement as {@link admitIngest}, from the route's own `onRequest` hook.
  */
-export async function admitStream(request: FastifyRequest, reply: FastifyReply): Promise<void> {
-  admitOrThrow(request, reply, 0);
+export function admitCall(request: FastifyRequest, reply: FastifyReply, bytes: number): void {
+  admitOrThrow(request, reply, bytes);
 }
 
 /** Where a response keeps its call's ticket, for {@link releaseTicket}. */

@@ -7,18 +7,19 @@
  * reach the provider untouched. From the {@link ProxyCall} on, this is the same pipeline as
  * `POST /v1/proxy` (pipeline.ts): same guard, write-ahead record, capture and outcome rules.
  */
-import type { FastifyInstance, FastifyRequest } from 'fastify';
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { Dispatcher } from 'undici';
 import { HEADERS, PROXY_DEFAULTS } from '@countersign/core';
 import { requireForwardKey } from '../auth/guards.js';
 import type { IngestPrincipal } from '../auth/principal.js';
 import { ApiError } from '../errors.js';
 import { serviceHeaderText } from '../http/service-headers.js';
-import { admitStream } from '../http/admission.js';
+import { admitCall } from '../http/admission.js';
 import { stampFromRequest } from '../ingest/stamp.js';
 import { upstreamRequestHeaders } from './headers.js';
+import { forwardBody, readAheadLength, readWhole } from './forward-body.js';
 import { callLabels } from './labels.js';
-import { runExchange, type OutgoingBody } from './pipeline.js';
+import { runExchange } from './pipeline.js';
 import type { ProxyRuntime } from './plugin.js';
 import { normaliseBase, type UpstreamTable } from './upstreams.js';
 
@@ -28,19 +29,29 @@ export const FORWARD_PREFIX = '/v1/forward';
 /** Registers `/v1/forward/*` (every method) in its own context, where bodies are never parsed. */
 export async function registerForwardRoutes(app: FastifyInstance, runtime: ProxyRuntime, upstreams: UpstreamTable): Promise<void> {
   await app.register(async (routes) => {
-    // The body is the upstream's business: leave the request stream unread for the pipeline.
+    // The body is the upstream's business, never parsed: a short one is read whole (its record
+    // is then written ahead with it), a long or chunked one left unread to stream (forward-body.ts).
     routes.removeAllContentTypeParsers();
-    routes.addContentTypeParser('*', (_request, _payload, done) => done(null, undefined));
+    routes.addContentTypeParser('*', (request, payload, done) => {
+      const length = readAheadLength(request.headers);
+      if (length === undefined) return done(null, undefined);
+      readWhole(payload, length).then(
+        (bytes) => done(null, bytes),
+        (err: Error) => done(err, undefined),
+      );
+    });
     routes.all(
       `${FORWARD_PREFIX}/*`,
       {
-        // Key first, then a call slot of the in-flight budget (http/admission.ts): the body
-        // streams through, so only the 2 MB captures are held per call.
+        // Key first, then a call slot of the in-flight budget (http/admission.ts), with the bytes
+        // of a body read ahead; a streamed body holds at most its 2 MB capture.
         onRequest: [
           async (request: FastifyRequest) => {
             await requireForwardKey(request);
           },
-          admitStream,
+          async (request: FastifyRequest, reply: FastifyReply) => {
+            admitCall(request, reply, readAheadLength(request.headers) ?? 0);
+          },
         ],
         schema: {
           tags: ['proxy'],
@@ -57,7 +68,7 @@ export async function registerForwardRoutes(app: FastifyInstance, runtime: Proxy
         }
         const { target, upstreamName } = resolveTarget(request, upstreams);
         const method = request.method as Dispatcher.HttpMethod;
-        const body = streamedBody(request);
+        const body = forwardBody(request);
         await runExchange(
           app,
           runtime,
@@ -119,15 +130,6 @@ function refuseDotSegments(path: string): void {
   }
 }
 
-/** The caller's body as a stream, or none when the request has no body. */
-function streamedBody(request: FastifyRequest): OutgoingBody {
-  const h = request.headers;
-  const length = h['content-length'];
-  const hasBody = h['transfer-encoding'] !== undefined || (length !== undefined && length !== '0');
-  if (!hasBody) return { kind: 'none' };
-  return { kind: 'stream', source: request.raw, contentType: h['content-type'], contentEncoding: first(h['content-encoding']) };
-}
-
 /** `X-Service-Request-Proof: true` asks for a receipt; anything but true/false is a mistake worth a 400. */
 function requestProofAsked(request: FastifyRequest): boolean {
   const v = serviceHeaderText(request.headers, HEADERS.requestProof);
@@ -136,8 +138,4 @@ function requestProofAsked(request: FastifyRequest): boolean {
   if (lower === 'true') return true;
   if (lower === 'false') return false;
   throw new ApiError('invalid_request', `X-Service-Request-Proof must be true or false, got "${v.slice(0, 32)}"`);
-}
-
-function first(v: string | string[] | undefined): string | undefined {
-  return Array.isArray(v) ? v[0] : v;
 }
