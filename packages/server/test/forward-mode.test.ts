@@ -267,8 +267,14 @@ for (const store of STORES) {
       assert.equal(row.requestProof, true);
       assert.equal((await call('/v1/forward/fake/p', { headers: ours({ 'x-service-request-proof': 'yes' }) })).status, 400);
       // WHATWG URL clients (fetch, undici) resolve dot segments before sending; node:http sends the path as given.
-      for (const path of ['/v1/forward/fake/a/%2e%2e/b', '/v1/forward/fake/a/../b', '/v1/forward/fake/./b']) {
+      // The URL parser also reads `\` as `/` in http(s) URLs (`…/v1/..\x` is `…/x`), and Node lets it through.
+      const dotted = ['/v1/forward/fake/a/%2e%2e/b', '/v1/forward/fake/a/../b', '/v1/forward/fake/./b', '/v1/forward/fake/a/.%2E/b'];
+      for (const path of [...dotted, '/v1/forward/fake/a/..\\b', '/v1/forward/fake/a\\..\\..\\b', '/v1/forward/fake/a/..']) {
         assert.equal(await rawStatus(t.url, path, ours()), 400, path);
+      }
+      // Dots that are not a whole segment are a name like any other.
+      for (const path of ['/v1/forward/fake/a/...', '/v1/forward/fake/a/..b/c.', '/v1/forward/fake/v1.2/x']) {
+        assert.equal(await rawStatus(t.url, path, ours()), 200, path);
       }
     });
 
