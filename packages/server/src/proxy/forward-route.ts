@@ -8,6 +8,7 @@
  * `POST /v1/proxy` (pipeline.ts): same guard, write-ahead record, capture and outcome rules.
  */
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import type { Readable } from 'node:stream';
 import type { Dispatcher } from 'undici';
 import { HEADERS, PROXY_DEFAULTS } from '@countersign/core';
 import { requireForwardKey } from '../auth/guards.js';
@@ -32,14 +33,9 @@ export async function registerForwardRoutes(app: FastifyInstance, runtime: Proxy
     // The body is the upstream's business, never parsed: a short one is read whole (its record
     // is then written ahead with it), a long or chunked one left unread to stream (forward-body.ts).
     routes.removeAllContentTypeParsers();
-    routes.addContentTypeParser('*', (request, payload, done) => {
-      const length = readAheadLength(request.headers);
-      if (length === undefined) return done(null, undefined);
-      readWhole(payload, length).then(
-        (bytes) => done(null, bytes),
-        (err: Error) => done(err, undefined),
-      );
-    });
+    // Also named for JSON, the SDKs' type: Fastify caches the parser it finds for a named type,
+    // while it parses the Content-Type header again on every request that falls to the catch-all.
+    routes.addContentTypeParser(['application/json', '*'], readAheadParser);
     routes.all(
       `${FORWARD_PREFIX}/*`,
       {
@@ -92,6 +88,16 @@ export async function registerForwardRoutes(app: FastifyInstance, runtime: Proxy
       },
     );
   });
+}
+
+/** Fastify body parser of the forward routes: the body read whole when it is read ahead (forward-body.ts), else left unread. */
+function readAheadParser(request: FastifyRequest, payload: Readable, done: (err: Error | null, body?: unknown) => void): void {
+  const length = readAheadLength(request.headers);
+  if (length === undefined) return done(null, undefined);
+  readWhole(payload, length).then(
+    (bytes) => done(null, bytes),
+    (err: Error) => done(err, undefined),
+  );
 }
 
 /** The upstream URL of a forward-mode request (the raw path and query, as the caller sent them). */
