@@ -36,7 +36,7 @@ export function readAheadLength(headers: IncomingHttpHeaders): number | undefine
  * bytes before 'end'; a caller that goes away first ends the read with an error, one that
  * trickles meets the server's request timeout (http/connection-limits.ts), as any body does.
  */
-export function readWhole(source: Readable, length: number): Promise<Buffer> {
+function readWhole(source: Readable, length: number): Promise<Buffer> {
   return new Promise((resolve, reject) => {
     const chunks: Buffer[] = [];
     let held = 0;
@@ -65,6 +65,19 @@ export function readWhole(source: Readable, length: number): Promise<Buffer> {
     source.on('error', onError);
     source.on('close', onClose);
   });
+}
+
+/**
+ * The Fastify body parser of the forward routes: the body read whole when it is read ahead
+ * ({@link readAheadLength}), else left unread for the pipeline to stream.
+ */
+export function readAheadParser(request: FastifyRequest, payload: Readable, done: (err: Error | null, body?: unknown) => void): void {
+  const length = readAheadLength(request.headers);
+  if (length === undefined) return done(null, undefined);
+  readWhole(payload, length).then(
+    (bytes) => done(null, bytes),
+    (err: Error) => done(err, undefined),
+  );
 }
 
 /** The call's body for the pipeline: the bytes read ahead, the caller's stream, or none. */

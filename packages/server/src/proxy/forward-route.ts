@@ -8,7 +8,6 @@
  * `POST /v1/proxy` (pipeline.ts): same guard, write-ahead record, capture and outcome rules.
  */
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
-import type { Readable } from 'node:stream';
 import type { Dispatcher } from 'undici';
 import { HEADERS, PROXY_DEFAULTS } from '@countersign/core';
 import { requireForwardKey } from '../auth/guards.js';
@@ -18,7 +17,7 @@ import { serviceHeaderText } from '../http/service-headers.js';
 import { admitCall } from '../http/admission.js';
 import { stampFromRequest } from '../ingest/stamp.js';
 import { upstreamRequestHeaders } from './headers.js';
-import { forwardBody, readAheadLength, readWhole } from './forward-body.js';
+import { forwardBody, readAheadLength, readAheadParser } from './forward-body.js';
 import { callLabels } from './labels.js';
 import { runExchange } from './pipeline.js';
 import type { ProxyRuntime } from './plugin.js';
@@ -88,16 +87,6 @@ export async function registerForwardRoutes(app: FastifyInstance, runtime: Proxy
       },
     );
   });
-}
-
-/** Fastify body parser of the forward routes: the body read whole when it is read ahead (forward-body.ts), else left unread. */
-function readAheadParser(request: FastifyRequest, payload: Readable, done: (err: Error | null, body?: unknown) => void): void {
-  const length = readAheadLength(request.headers);
-  if (length === undefined) return done(null, undefined);
-  readWhole(payload, length).then(
-    (bytes) => done(null, bytes),
-    (err: Error) => done(err, undefined),
-  );
 }
 
 /** The upstream URL of a forward-mode request (the raw path and query, as the caller sent them). */
