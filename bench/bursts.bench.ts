@@ -5,7 +5,7 @@
  * measured), each after BURSTS_IDLE_S seconds without a call, and the direct call gets one burst
  * the same way as the baseline. What it catches: what an idle process does to the next burst
  * (V8's memory reducer shrinking the heap, then a full GC in the middle of the burst; see
- * docs/performance.md, 2026-11-27). BURSTS_STORE=postgres with DATABASE_URL for PostgreSQL;
+ * docs/performance-log.md, 2026-11-27). BURSTS_STORE=postgres with DATABASE_URL for PostgreSQL;
  * PROXY_BENCH_CS_FLAGS adds Node flags (e.g. `--trace-gc`).
  */
 import { freshDatabaseOffCore } from './proxy/pin-postgres.js';

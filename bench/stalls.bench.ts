@@ -1,6 +1,6 @@
 /**
  * The three mechanisms behind the proxy's stalls at 1,000 req/s that the 2026-11-26 work removed
- * (docs/performance.md, "What the stalls were"), each measured beside its baseline in this run:
+ * (docs/performance-log.md, "What the stalls were"), each measured beside its baseline in this run:
  *
  * 1. **A WAL checkpoint is mostly waiting on the disk.** 200 transactions of ~2.5 KB rows, then
  *    one PASSIVE checkpoint, with the syncs SQLite does at `synchronous = NORMAL` and without

@@ -3,7 +3,7 @@
  * started from plain JavaScript (built-roles.ts bundled by esbuild), unless PROXY_BENCH_FROM=src.
  * Through tsx the measured process also ran tsx's loader thread and esbuild's output (a `__name`
  * call around every function made, closures per call included): 2-4 % more event-loop CPU per
- * call at 1,000 req/s (docs/performance.md, sixth session). The build is brought up to date
+ * call at 1,000 req/s (docs/performance-log.md, sixth session). The build is brought up to date
  * (`tsc -b`, a fraction of a second when it already is) before the first bundle, so a benchmark
  * never measures a stale build.
  */

@@ -6,7 +6,7 @@
  * event loop 1.8 ms, but copying the survivors (what the pause is usually taken to be) was only
  * 0.2 ms of it; freeing the memory blocks of the typed arrays and buffers that died since the
  * previous one (`scavenge.sweep_array_buffers`) was 1.0 ms, the weak callbacks of native
- * objects (`heap.external_weak_global_handles`) 0.2 ms (docs/performance.md, 2026-11-27 day).
+ * objects (`heap.external_weak_global_handles`) 0.2 ms (docs/performance-log.md, 2026-11-27 day).
  * With `--single-threaded-gc` that sweeping happens inside the pause rather than beside it.
  */
 

@@ -6,7 +6,7 @@
  * here the upstream or the load generator on the other core: on these VMs that wake-up is an
  * interrupt sent through the hypervisor, and it is most of the write's time. Countersign's writes
  * measured ~3× the Node floor's for the same bytes to the same peer, whether the load core was
- * running a task or idle (docs/performance.md, "2026-11-27 (fifth session)"). This records the
+ * running a task or idle (docs/performance-log.md, "2026-11-27 (fifth session)"). This records the
  * `writev` system calls of the proxy's event loop and the scheduler's switches on every core with
  * `perf record` (tracepoints; needs `perf` and permission to trace), then pairs each call's entry
  * and exit and looks up whether the load core was idle at its entry.

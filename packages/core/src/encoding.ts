@@ -137,7 +137,7 @@ const POOLED_UTF8_MAX_UNITS = 4096;
  * {@link utf8}. On Node a short text is encoded into a slice of Buffer's shared pool instead of
  * a memory block of its own: `TextEncoder` gives every result its own block, and the young
  * generation's collector frees each one in its pause (at 1,000 proxied calls a second, freeing
- * such blocks was ~60 % of each scavenge; docs/performance.md). The result shares memory with
+ * such blocks was ~60 % of each scavenge; docs/performance-log.md). The result shares memory with
  * other short-lived buffers: never keep it, and never pass a secret (SECURITY.md: key strings
  * stay out of shared memory).
  */

@@ -9,7 +9,7 @@
  * the old generation: ~0.5 MB per scavenge, a full GC every 2-5 s, each stalling the event loop
  * for 40-60 ms on a busy core (the tail benchmark's p99 13-29 ms, p99.9 48-75 ms). With the
  * decisions off, a scavenge promotes ~nothing and a full GC comes only from real growth: p99
- * 5.5-6.4 ms, p99.9 10-17 ms in the same runs (docs/performance.md). The cost, objects that do
+ * 5.5-6.4 ms, p99.9 10-17 ms in the same runs (docs/performance-log.md). The cost, objects that do
  * live long being copied once more by a scavenge, did not show in CPU per call.
  *
  * Set at run time with `v8.setFlagsFromString`: V8 reads this flag at each scavenge, so it takes
@@ -31,7 +31,7 @@ export const SERVING_V8_FLAGS: readonly string[] = ['--no-allocation-site-preten
  * reaches that limit within seconds and starts a full GC in the middle of the burst: 40-60 ms of
  * stalls, once per burst (1,000 req/s for 7 s after 25 s idle, four times: p99.9 44-60 ms in
  * the last burst with it; without it 16 ms in one run, but 48 in another, where a full GC still
- * came from real growth and cost ~40 ms because of the helper threads below; docs/performance.md).
+ * came from real growth and cost ~40 ms because of the helper threads below; docs/performance-log.md).
  * The cost is memory that an idle server keeps (its heap stays at the size its load needed, tens
  * of MB).
  *

@@ -8,7 +8,7 @@
  * every later table, and every entry any of them held, reachable to the scavenger, which cannot
  * tell that the old table is garbage: each call's objects (and everything reachable from them)
  * survive two scavenges, get promoted, and wait for a full GC. Measured on the proxy at 1,000
- * calls/s: ~6 KB promoted per call and a major GC every ~7 s (docs/performance.md, "Garbage
+ * calls/s: ~6 KB promoted per call and a major GC every ~7 s (docs/performance-log.md, "Garbage
  * that outlived its call"). An array with swap-remove holds no such reference: removing an item
  * clears its slot.
  */

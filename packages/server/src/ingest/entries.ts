@@ -110,7 +110,7 @@ export async function prepareLog(input: LogInput, req: IngestRequest, index: num
     if (input.payloadHash !== undefined) fail('invalid_request', 'payloadHash is computed by the server for plain payloads; leave it out');
     plainPayload = withRationale(input.payload, req.agentRationale, fail);
     // The added member first: a literal that spreads and then adds a member is cloned on V8's
-    // slow path (~0.5 µs, docs/performance.md); the record is canonical JSON, so order is not kept.
+    // slow path (~0.5 µs, docs/performance-log.md); the record is canonical JSON, so order is not kept.
     const sealed = 'nonce' in plainPayload ? plainPayload : { nonce: randomNonce(), ...plainPayload };
     const key = await deriveEnvelopeKey(req.encryptionKey);
     const done =

@@ -144,7 +144,7 @@ export async function sealHere(payload: ProxyPayload, key: EnvelopeKey, logId: s
  * The store row for a record (pending write-ahead, or a refusal recorded at once). Written out
  * member by member, not spread: spreading a record this wide and adding members to the copy
  * made V8 build a fresh hidden class per call (~4 KB of old-generation garbage a call, measured
- * with the sampling heap profiler; docs/performance.md, "Garbage that outlived its call").
+ * with the sampling heap profiler; docs/performance-log.md, "Garbage that outlived its call").
  */
 export function newProxyLog(
   fields: ProxyRecordFields,

@@ -1,6 +1,6 @@
 /**
  * Checkpoints of the SQLite WAL, split between two threads so that the write path waits for as
- * few of them as possible (docs/performance.md, "Checkpoints off the write path").
+ * few of them as possible (docs/performance-log.md, "What the stalls were").
  *
  * A checkpoint copies committed pages from the `-wal` file into the database, and at every
  * `synchronous` level above OFF it syncs the WAL before copying and the database after. Measured
@@ -15,7 +15,7 @@
  *   after a pass that copied everything), so that no closing pass inherits that flush.
  * - The writer's closing pass (below) waits for a background pass to end, then copies only the
  *   frames committed since: measured at 1,000 req/s, 3.1-4.0 → 1.0 ms (p50) during which no
- *   commit can happen, and the end-to-end p99 5.0-15.9 → 4.1-4.5 ms (docs/performance.md).
+ *   commit can happen, and the end-to-end p99 5.0-15.9 → 4.1-4.5 ms (docs/performance-log.md).
  * - That alone never lets the WAL start over: SQLite rewinds the WAL only when a write begins
  *   after every frame has been copied, and under steady load some frame always arrives during a
  *   pass. So the **writer** closes a cycle every {@link CheckpointPolicy.closeEveryMs} with a
@@ -48,7 +48,7 @@ export interface CheckpointPolicy {
  * The policy of a running server. The writer's closing pass and the commit after it (which
  * restarts the WAL and syncs its new header) cost more the longer the WAL: measured at 1,000
  * req/s, closing every 500 ms gave a p99 of 11-16 ms, every 1 s 15-18 ms, every 3-5 s 34-63 ms
- * (docs/performance.md).
+ * (docs/performance-log.md).
  */
 export const CHECKPOINT_POLICY: CheckpointPolicy = { backgroundEveryMs: 100, closeEveryMs: 500, truncateIdleMs: 1000 };
 

@@ -5,7 +5,7 @@
  * partial index serves it as the whole one did; the prefix filter compares `lower(trace_id)` and
  * never used the index. A call without a trace id (most SDK calls through forward mode, and
  * `/v1/proxy` calls that name none) no longer writes an index entry nobody reads: one b-tree
- * fewer per insert (on SQLite ~1.4 WAL frames of a call's ~11, docs/performance.md), and on
+ * fewer per insert (on SQLite ~1.4 WAL frames of a call's ~11, docs/performance-log.md), and on
  * PostgreSQL one index insertion fewer for the insert and one for the outcome's new row version.
  * Building it reads the table once, at the upgrade.
  */
