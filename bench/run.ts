@@ -2,7 +2,8 @@
  * `npm run bench`: runs every `bench/*.bench.ts` (or those whose name contains an argument) one
  * after another in this process and prints each one's report. Every benchmark measures a
  * baseline in the same run (e.g. direct call vs proxied call) and reports ratios, so figures
- * are comparable across machines. Results are also written to bench/results/<name>.json.
+ * are comparable across machines. Results are also written to bench/results/<name>.json. The
+benchmarks in ON_REQUEST run only when named (`npm run bench -- soak`).
  */
 import fs from 'node:fs';
 import path from 'node:path';
@@ -13,10 +14,12 @@ export type Benchmark = () => Promise<Record<string, unknown>>;
 
 const here = path.dirname(fileURLToPath(import.meta.url));
 const filters = process.argv.slice(2);
+/** Run only when named: they take as long as their knobs say (soak: 15 minutes by default). */
+const ON_REQUEST = ['soak'];
 const files = fs
   .readdirSync(here)
   .filter((f) => f.endsWith('.bench.ts'))
-  .filter((f) => filters.length === 0 || filters.some((s) => f.includes(s)))
+  .filter((f) => (filters.length === 0 ? !ON_REQUEST.includes(f.replace(/\.bench\.ts$/, '')) : filters.some((s) => f.includes(s))))
   .sort();
 fs.mkdirSync(path.join(here, 'results'), { recursive: true });
 for (const file of files) {
