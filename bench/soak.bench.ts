@@ -5,7 +5,10 @@
  * and DATABASE_URL), driven open loop at one fixed rate for SOAK_MINUTES, latency from each
  * request's scheduled time. Every window (SOAK_WINDOW_S) it reports the window's latency, the
  * process's CPU per call and resident memory, and the store's size: SQLite's `-wal` (its largest
- * size seen, sampled every second) and database file, or PostgreSQL's database. At the end it
+ * size seen, sampled every second) and database file, or PostgreSQL's database; and the
+ * window's longest GC pause, event-loop stall, checkpoint and store batch, from its submission to
+ * its commit (the tail benchmark's stall log, bench/proxy/stall-log.ts, preloaded: it costs the
+ * event loop ~10-30 µs per call). At the end it
  * checks the audit trail itself: every call's record must be `complete` (none left pending,
  * failed or interrupted), and there must be one record per call sent.
  *
@@ -18,12 +21,17 @@
  * SOAK_STORE=postgres, SOAK_DOOR=forward (forward mode instead of `POST /v1/proxy`);
  * BENCH_QUICK=1 runs 40 s in 10-s windows. Countersign runs as built (bench/proxy/built.ts).
  */
+import fs from 'node:fs';
+import os from 'node:os';
 import path from 'node:path';
+import { fileURLToPath } from 'node:url';
 import Database from 'better-sqlite3';
 import pg from 'pg';
 import { freshDatabaseOffCore } from './proxy/pin-postgres.js';
 import { CORES, COUNTERSIGN_FLAGS, cpuSeconds, fileSize, pinSelf, rssBytes, startRole, type Child } from './proxy/children.js';
 import { clientFor, forwardDoorCall, histogram, openLoop, pctMs, proxyDoorCall, REQUEST_BODY } from './proxy/load.js';
+import type { TailEvent } from './proxy/tail-attribution.js';
+import type { BatchEvent } from '../packages/server/src/store/log-writer.js';
 import type * as hdr from 'hdr-histogram-js';
 
 const QUICK = process.env.BENCH_QUICK === '1';
@@ -34,6 +42,7 @@ const STORE = process.env.SOAK_STORE === 'postgres' ? 'postgres' : 'sqlite';
 const FORWARD = process.env.SOAK_DOOR === 'forward';
 const WARMUP_S = 3;
 const MIB = 1024 * 1024;
+const stallLog = path.join(path.dirname(fileURLToPath(import.meta.url)), 'proxy', 'stall-log.ts');
 
 /** One window of the run, as reported. */
 interface WindowFigures {
@@ -47,6 +56,76 @@ interface WindowFigures {
   /** SQLite: the largest `-wal` seen in the window; PostgreSQL: not measured (the server's own WAL). */
   wal_peak_mib?: number;
   store_mib: number;
+  /** The window's longest GC pause, event-loop stall, checkpoint (by thread and mode) and store batch (submission to commit). */
+  longest: Record<string, number>;
+}
+
+/**
+ * The longest event of each kind seen in the stall log and the store's batch log, by window: read
+ * as the files grow (the batch log gets ~2,000 lines a second), each line counted in the window
+ * its event started in.
+ */
+class LongestByWindow {
+  readonly #windows: Array<Record<string, number>>;
+  readonly #offsets = new Map<string, number>();
+  readonly #rest = new Map<string, string>();
+
+  constructor(
+    windows: number,
+    /** When the measured run starts (epoch ms): events before it (start-up, warm-up) are not counted. */
+    private readonly from: number,
+    private readonly windowOf: (epochMs: number) => number,
+  ) {
+    this.#windows = Array.from({ length: windows }, () => ({}));
+  }
+
+  /** Reads what `file` gained since the last call; `kindOf` names an event (or skips it). */
+  read(file: string, kindOf: (e: Record<string, unknown>) => [kind: string, at: number, ms: number] | undefined): void {
+    let text: string;
+    try {
+      const fd = fs.openSync(file, 'r');
+      try {
+        const from = this.#offsets.get(file) ?? 0;
+        const size = fs.fstatSync(fd).size;
+        const buf = Buffer.alloc(size - from);
+        fs.readSync(fd, buf, 0, buf.length, from);
+        this.#offsets.set(file, size);
+        text = (this.#rest.get(file) ?? '') + buf.toString('utf8');
+      } finally {
+        fs.closeSync(fd);
+      }
+    } catch {
+      return; // not written yet
+    }
+    const lines = text.split('\n');
+    this.#rest.set(file, lines.pop() ?? '');
+    for (const line of lines) {
+      if (!line) continue;
+      const named = kindOf(JSON.parse(line) as Record<string, unknown>);
+      if (!named) continue;
+      const [kind, at, ms] = named;
+      if (at < this.from) continue;
+      const w = this.#windows[this.windowOf(at)]!;
+      w[kind] = Math.max(w[kind] ?? 0, Math.round(ms * 10) / 10);
+    }
+  }
+
+  of(w: number): Record<string, number> {
+    return this.#windows[w]!;
+  }
+}
+
+/** A stall-log line: GC pauses by kind, event-loop stalls, checkpoints by thread and mode. */
+function stallKind(e: Record<string, unknown>): [string, number, number] | undefined {
+  const t = e as unknown as TailEvent;
+  const kind = t.what === 'checkpoint' ? `checkpoint ${t.kind}` : t.what === 'gc' ? `gc ${t.kind}` : 'loop stall';
+  return [kind, t.at, t.ms];
+}
+
+/** A store batch (store-batches.ts): from its oldest write's submission to the backend's answer. */
+function batchKind(e: Record<string, unknown>): [string, number, number] | undefined {
+  const b = e as unknown as BatchEvent;
+  return ['store batch', b.submittedAt, b.doneAt - b.submittedAt];
 }
 
 /** The store's size now: SQLite's database file and `-wal`, or PostgreSQL's database. */
@@ -92,14 +171,20 @@ export default async function soakBench(): Promise<Record<string, unknown>> {
   if (STORE === 'postgres' && !process.env.DATABASE_URL) throw new Error('SOAK_STORE=postgres needs DATABASE_URL');
   pinSelf();
   const children: Child[] = [];
+  const stallFile = path.join(os.tmpdir(), `soak-stalls-${process.pid}.jsonl`);
+  const batchFile = path.join(os.tmpdir(), `soak-batches-${process.pid}.jsonl`);
   const db = STORE === 'postgres' ? await freshDatabaseOffCore(process.env.DATABASE_URL!, CORES.load) : undefined;
   let probe: StoreProbe | undefined;
   try {
     const upstream = await startRole('upstream', 'upstream', CORES.load);
     children.push(upstream);
-    const env: Record<string, string> = { PROXY_BENCH_UPSTREAM: upstream.info.url! };
+    const env: Record<string, string> = {
+      PROXY_BENCH_UPSTREAM: upstream.info.url!,
+      PROXY_BENCH_STALL_FILE: stallFile,
+      PROXY_BENCH_BATCH_FILE: batchFile,
+    };
     if (db) env.PROXY_BENCH_DATABASE_URL = db.url;
-    const cs = await startRole('countersign', 'countersign', CORES.proxy, env, COUNTERSIGN_FLAGS);
+    const cs = await startRole('countersign', 'countersign', CORES.proxy, env, [...COUNTERSIGN_FLAGS, '--import', stallLog]);
     children.push(cs);
     probe = db ? await postgresProbe(db.url) : sqliteProbe(cs.info.dataDir!);
     const spec = FORWARD
@@ -117,6 +202,7 @@ export default async function soakBench(): Promise<Record<string, unknown>> {
     const rows: WindowFigures[] = [];
     const start = Date.now() + 1;
     const windowOf = (epochMs: number) => Math.min(windows - 1, Math.max(0, Math.floor((epochMs - start) / (WINDOW_S * 1000))));
+    const longest = new LongestByWindow(windows, start, windowOf);
     let lastCpu = cpuSeconds(pid);
     let lastAnswered = 0;
     let reported = 0;
@@ -124,7 +210,7 @@ export default async function soakBench(): Promise<Record<string, unknown>> {
     let reporting = Promise.resolve();
     process.stdout.write(
       `Countersign ${STORE}${FORWARD ? ' (forward mode)' : ''}, ${RATE} req/s for ${round2(MINUTES)} min, windows of ${WINDOW_S} s\n` +
-        'minute | answered | p50 / p99 / max ms | CPU µs/call | RSS MiB | WAL peak MiB | store MiB\n',
+        'minute | answered | p50 / p99 / max ms | CPU µs/call | RSS MiB | WAL peak MiB | store MiB | longest events, ms\n',
     );
     // Each window is reported once the next one has begun and its last requests had 2 s to answer.
     const report = async (w: number) => {
@@ -140,16 +226,19 @@ export default async function soakBench(): Promise<Record<string, unknown>> {
         rss_mib: round2(rssBytes(pid) / MIB),
         ...(db ? {} : { wal_peak_mib: round2(walPeak[w]! / MIB) }),
         store_mib: round2((await probe!.size()) / MIB),
+        longest: longest.of(w),
       };
       lastCpu = cpu;
       lastAnswered = calls;
       rows.push(figures);
       const f = figures;
       process.stdout.write(
-        `${f.minute} | ${f.answered} | ${f.p50_ms} / ${f.p99_ms} / ${f.max_ms} | ${f.cpu_us_per_call} | ${f.rss_mib} | ${f.wal_peak_mib ?? '-'} | ${f.store_mib}\n`,
+        `${f.minute} | ${f.answered} | ${f.p50_ms} / ${f.p99_ms} / ${f.max_ms} | ${f.cpu_us_per_call} | ${f.rss_mib} | ${f.wal_peak_mib ?? '-'} | ${f.store_mib} | ${describeLongest(f.longest)}\n`,
       );
     };
     const sampler = setInterval(() => {
+      longest.read(stallFile, stallKind);
+      longest.read(batchFile, batchKind);
       const w = windowOf(Date.now());
       walPeak[w] = Math.max(walPeak[w]!, probe!.wal());
       // Report each finished window 2 s into the next one (its late answers are in by then).
@@ -164,6 +253,9 @@ export default async function soakBench(): Promise<Record<string, unknown>> {
       answered[w]!++;
     });
     clearInterval(sampler);
+    await new Promise((r) => setTimeout(r, 300)); // the stall log writes its batches five times a second
+    longest.read(stallFile, stallKind);
+    longest.read(batchFile, batchKind);
     await reporting;
     while (reported < windows) await report(reported++);
     await pool.close();
@@ -211,7 +303,17 @@ export default async function soakBench(): Promise<Record<string, unknown>> {
     await probe?.close().catch(() => undefined);
     for (const c of children.reverse()) await c.stop();
     await db?.drop();
+    fs.rmSync(stallFile, { force: true });
+    fs.rmSync(batchFile, { force: true });
   }
+}
+
+/** The events of 10 ms or more, longest first. */
+function describeLongest(longest: Record<string, number>): string {
+  const big = Object.entries(longest)
+    .filter(([, ms]) => ms >= 10)
+    .sort((a, b) => b[1] - a[1]);
+  return big.length === 0 ? 'none of 10 ms or more' : big.map(([k, ms]) => `${k} ${ms}`).join(', ');
 }
 
 /** Least-squares slope of `points` (minute, value), per minute; 0 with fewer than two points. */
