@@ -114,28 +114,10 @@ test("SQLite: the writer's closing pass waits for a background pass; with none e
   const events: CheckpointEvent[] = [];
   const listen = (m: unknown) => void events.push(m as CheckpointEvent);
   subscribe(CHECKPOINT_CHANNEL, listen);
-  const log = (i: number): NewLog => ({
-    id: `log_close_wait_${i}`,
-    projectId: 'prj_close_wait',
-    keyId: 'key_close_wait',
-    receivedAt: Date.now(),
-    occurredAt: null,
-    actor: 'test',
-    action: 'write',
-    traceId: null,
-    actorType: 'service',
-    credentialHandoverDetected: false,
-    source: 'log',
-    status: 'complete',
-    requestProof: false,
-    payloadHash: null,
-    payload: 'z'.repeat(1500),
-    metadata: null,
-  });
   try {
     const until = Date.now() + 2 * policy.closeEveryMs * 2 + 600;
     for (let i = 0; Date.now() < until; i++) {
-      const r = await writer.write({ inserts: [log(i)], outcomes: [], refusals: [] }, Date.now() + 5000);
+      const r = await writer.write({ inserts: [closeWaitLog(`log_close_wait_${i}`)], outcomes: [], refusals: [] }, Date.now() + 5000);
       assert.equal(r.inserted[0], 1);
     }
     const closing = events.filter((e) => e.by === 'writer' && e.mode === 'PASSIVE' && !e.busy);
@@ -155,3 +137,61 @@ test("SQLite: the writer's closing pass waits for a background pass; with none e
     fs.rmSync(dir, { recursive: true, force: true });
   }
 });
+
+test('SQLite: after a slow background pass the writer defers its closing pass (its syncs would hold every commit) for up to slowDeferMs', async () => {
+  // slowPassMs 0 makes every background pass count as slow: the writer then closes only every
+  // slowDeferMs, saying so (overdue, with the last pass's duration), however many passes end.
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'countersign-close-slow-'));
+  await (await Store.open({ dataDir: dir })).close();
+  const policy = { ...CHECKPOINT_POLICY, backgroundEveryMs: 50, slowPassMs: 0, slowDeferMs: 1200 };
+  const writer = await SqliteWriter.start({ file: path.join(dir, 'countersign.db'), synchronous: 'NORMAL', timeoutMs: 5000, policy });
+  const events: CheckpointEvent[] = [];
+  const listen = (m: unknown) => void events.push(m as CheckpointEvent);
+  subscribe(CHECKPOINT_CHANNEL, listen);
+  try {
+    const until = Date.now() + 2 * policy.slowDeferMs + 700;
+    for (let i = 0; Date.now() < until; i++) {
+      const r = await writer.write({ inserts: [closeWaitLog(`log_close_slow_${i}`)], outcomes: [], refusals: [] }, Date.now() + 5000);
+      assert.equal(r.inserted[0], 1);
+    }
+    const background = events.filter((e) => e.by === 'background' && !e.busy);
+    assert.ok(background.length >= 5, `${background.length} background passes copied frames`);
+    const closing = events.filter((e) => e.by === 'writer' && e.mode === 'PASSIVE' && !e.busy);
+    assert.ok(closing.length >= 1, `${closing.length} closing passes`);
+    assert.deepEqual(
+      closing.filter((e) => e.overdue !== true || e.slowPass === undefined),
+      [],
+      'every closing pass waited out the slow passes',
+    );
+    for (let k = 1; k < closing.length; k++) {
+      const gap = closing[k]!.at - closing[k - 1]!.at;
+      assert.ok(gap >= policy.slowDeferMs - 20, `closing passes ${gap} ms apart`);
+    }
+  } finally {
+    unsubscribe(CHECKPOINT_CHANNEL, listen);
+    await writer.close();
+    fs.rmSync(dir, { recursive: true, force: true });
+  }
+});
+
+/** A /v1/log row for the writer tests above. */
+function closeWaitLog(id: string): NewLog {
+  return {
+    id,
+    projectId: 'prj_close_wait',
+    keyId: 'key_close_wait',
+    receivedAt: Date.now(),
+    occurredAt: null,
+    actor: 'test',
+    action: 'write',
+    traceId: null,
+    actorType: 'service',
+    credentialHandoverDetected: false,
+    source: 'log',
+    status: 'complete',
+    requestProof: false,
+    payloadHash: null,
+    payload: 'z'.repeat(1500),
+    metadata: null,
+  };
+}

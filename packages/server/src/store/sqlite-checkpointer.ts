@@ -42,15 +42,32 @@ export interface CheckpointPolicy {
   closeEveryMs: number;
   /** Idle this long → the writer's TRUNCATE checkpoint (the -wal file goes back to 0 bytes). */
   truncateIdleMs: number;
+  /**
+   * A background pass that took at least this long (its copying and syncs) says the disk's
+   * flushes are slow: the writer then defers its closing pass, whose syncs would wait for them
+   * on the commit path, until a pass is quick again.
+   */
+  slowPassMs: number;
+  /** The longest the writer defers its closing pass for slow passes (the WAL grows meanwhile). */
+  slowDeferMs: number;
 }
 
 /**
  * The policy of a running server. The writer's closing pass and the commit after it (which
  * restarts the WAL and syncs its new header) cost more the longer the WAL: measured at 1,000
  * req/s, closing every 500 ms gave a p99 of 11-16 ms, every 1 s 15-18 ms, every 3-5 s 34-63 ms
- * (docs/performance-log.md).
+ * (docs/performance-log.md). A background pass as long as its interval means the disk is not
+ * keeping up; the soak saw passes of 0.5-3 s in such moments, and the writer's closing pass
+ * blocked in its syncs for as long (docs/performance-log.md, eighth session). Deferring it for
+ * up to 3 s lets the WAL grow by ~140 MB at 1,000 req/s, then trimmed to 32 MiB at the restart.
  */
-export const CHECKPOINT_POLICY: CheckpointPolicy = { backgroundEveryMs: 100, closeEveryMs: 500, truncateIdleMs: 1000 };
+export const CHECKPOINT_POLICY: CheckpointPolicy = {
+  backgroundEveryMs: 100,
+  closeEveryMs: 500,
+  truncateIdleMs: 1000,
+  slowPassMs: 100,
+  slowDeferMs: 3000,
+};
 
 /** One checkpoint that copied frames, as the threads report it (for metrics, and on `CHECKPOINT_CHANNEL`: diagnostics-channels.ts). */
 export interface CheckpointEvent {
@@ -68,10 +85,12 @@ export interface CheckpointEvent {
   busy: boolean;
   /**
    * The writer's closing pass only: the count of background passes it had seen end when it
-   * started (it waits for a new one), or `overdue` when it ran without one, twice overdue.
+   * started (it waits for a new one), or `overdue` when it ran without one, twice overdue, or
+   * after deferring for slow passes (`slowPass`: how long the last one took, ms).
    */
   afterPass?: number;
   overdue?: true;
+  slowPass?: number;
 }
 
 /**
@@ -100,18 +119,25 @@ export interface CheckpointerData {
   /** The store's `synchronous` level: a checkpoint syncs as the writer's commits do. */
   synchronous: 'NORMAL' | 'FULL';
   everyMs: number;
-  /** Counts the passes that finished (one Int32, shared with the writer: see {@link passCounter}). */
+  /** Counts the passes that finished and holds the last one's duration (shared with the writer: see {@link passCounter}). */
   passes: SharedArrayBuffer;
 }
 
 /**
- * A counter of finished background passes, in shared memory so that the writer thread can see,
- * without a message, that a pass has just ended: it starts its closing pass then, when only the
- * frames committed since are left to copy (at 1,000 req/s ~1 ms of them instead of up to 100 ms).
+ * Two Int32s in shared memory: the count of finished background passes ({@link PASSES_ENDED}),
+ * so that the writer thread can see, without a message, that a pass has just ended (it starts its
+ * closing pass then, when only the frames committed since are left to copy: at 1,000 req/s ~1 ms
+ * of them instead of up to 100 ms); and how long the last one took, ms ({@link LAST_PASS_MS}),
+ * which tells it whether the disk's flushes are slow right now.
  */
 export function passCounter(): SharedArrayBuffer {
-  return new SharedArrayBuffer(4);
+  return new SharedArrayBuffer(8);
 }
+
+/** Index in {@link passCounter}'s array: finished background passes. */
+export const PASSES_ENDED = 0;
+/** Index in {@link passCounter}'s array: the last finished background pass's duration, ms (rounded up). */
+export const LAST_PASS_MS = 1;
 
 /** The background checkpointer's body. `checkpoint` is {@link runCheckpoint}, passed in as text. */
 export function sqliteCheckpointerMain(
@@ -140,7 +166,11 @@ export function sqliteCheckpointerMain(
         e.ms += performance.now() - t0;
       }
       if (e) port.postMessage((last = e));
-      if (!e?.busy) Atomics.add(passes, 0, 1);
+      if (!e?.busy) {
+        // Indexes 1 and 0: LAST_PASS_MS, PASSES_ENDED (this body runs from its text: no imports).
+        Atomics.store(passes, 1, e ? Math.ceil(e.ms) : 0);
+        Atomics.add(passes, 0, 1);
+      }
     } catch {
       /* an I/O error here is the writer's to report; the next pass tries again */
     }

@@ -22,7 +22,10 @@ export interface WriterWorkerData {
   busyTimeoutMs: number;
   /** The writer's closing PASSIVE checkpoint, at most this often while writing. */
   closeEveryMs: number;
-  /** The background checkpointer's count of finished passes (sqlite-checkpointer.ts `passCounter`). */
+  /** A background pass this long means slow flushes: the closing pass waits, up to `slowDeferMs` (sqlite-checkpointer.ts). */
+  slowPassMs: number;
+  slowDeferMs: number;
+  /** The background checkpointer's count of finished passes and the last one's duration (sqlite-checkpointer.ts `passCounter`). */
   passes: SharedArrayBuffer;
   /** Idle this long → TRUNCATE checkpoint (the -wal file goes back to 0 bytes). */
   truncateIdleMs: number;
@@ -84,6 +87,7 @@ export function sqliteWriterMain(
   let lastCheckpoint = Date.now();
   let truncated = true;
   const passes = new Int32Array(cfg.passes);
+  // Indexes of passCounter (sqlite-checkpointer.ts): 0 PASSES_ENDED, 1 LAST_PASS_MS.
   let passesSeen = Atomics.load(passes, 0);
 
   /** Runs the messages' rows; throws `expired` (rolling back) if a deadline passed meanwhile. */
@@ -180,7 +184,7 @@ export function sqliteWriterMain(
 
   let lastEvent: CheckpointEvent | undefined;
   /** False when the checkpoint lock was taken (the background pass): the caller tries again soon. */
-  const checkpoint = (mode: CheckpointEvent['mode'], why?: Pick<CheckpointEvent, 'afterPass' | 'overdue'>): boolean => {
+  const checkpoint = (mode: CheckpointEvent['mode'], why?: Pick<CheckpointEvent, 'afterPass' | 'overdue' | 'slowPass'>): boolean => {
     let e: CheckpointEvent | undefined;
     try {
       e = checkpointOnce(db, mode, 'writer', lastEvent);
@@ -197,15 +201,22 @@ export function sqliteWriterMain(
   /**
    * The closing pass, once due, waits for the end of a background pass (seen since the last look,
    * so at most one flush ago): what is left to copy is then a few frames, not up to a pass's
-   * interval of them. Twice overdue, it runs anyway (a checkpointer that stopped).
+   * interval of them. Twice overdue, it runs anyway (a checkpointer that stopped). When the last
+   * background pass was slow, the disk's flushes are: the closing pass would wait for them here,
+   * holding every commit (its syncs of the WAL and the database), so it waits for a quick pass
+   * instead, up to `slowDeferMs`, and the WAL grows meanwhile.
    */
   const closeIfDue = () => {
     const seen = Atomics.load(passes, 0);
     const fresh = seen !== passesSeen;
     passesSeen = seen;
     const since = Date.now() - lastCheckpoint;
-    if (since >= cfg.closeEveryMs && (fresh || since >= 2 * cfg.closeEveryMs))
-      checkpoint('PASSIVE', fresh ? { afterPass: seen } : { overdue: true });
+    if (since < cfg.closeEveryMs) return;
+    const slowPass = Atomics.load(passes, 1);
+    if (slowPass >= cfg.slowPassMs) {
+      if (since >= cfg.slowDeferMs) checkpoint('PASSIVE', { overdue: true, slowPass });
+    } else if (fresh) checkpoint('PASSIVE', { afterPass: seen });
+    else if (since >= 2 * cfg.closeEveryMs) checkpoint('PASSIVE', { overdue: true });
   };
 
   const flush = () => {

@@ -115,6 +115,8 @@ export class SqliteWriter implements WriteBackend {
       synchronous: this.options.synchronous,
       busyTimeoutMs: this.options.timeoutMs,
       closeEveryMs: this.#policy.closeEveryMs,
+      slowPassMs: this.#policy.slowPassMs,
+      slowDeferMs: this.#policy.slowDeferMs,
       passes: this.#passes,
       truncateIdleMs: this.#policy.truncateIdleMs,
       walLimitBytes: WAL_LIMIT_BYTES,
