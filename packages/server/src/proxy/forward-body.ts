@@ -14,6 +14,7 @@ import type { IncomingHttpHeaders } from 'node:http';
 import type { Readable } from 'node:stream';
 import type { FastifyRequest } from 'fastify';
 import { BodyCapture, CAPTURE_LIMIT_BYTES } from './capture.js';
+import { firstValue } from './headers.js';
 import type { OutgoingBody } from './pipeline.js';
 
 /** Bodies declared at most this long are read whole before the write-ahead record. */
@@ -84,7 +85,7 @@ export function readAheadParser(request: FastifyRequest, payload: Readable, done
 export function forwardBody(request: FastifyRequest): OutgoingBody {
   const h = request.headers;
   const contentType = h['content-type'];
-  const contentEncoding = first(h['content-encoding']);
+  const contentEncoding = firstValue(h['content-encoding']);
   if (Buffer.isBuffer(request.body)) {
     const bytes = request.body;
     const capture = new BodyCapture();
@@ -95,8 +96,4 @@ export function forwardBody(request: FastifyRequest): OutgoingBody {
   const hasBody = h['transfer-encoding'] !== undefined || (length !== undefined && length !== '0');
   if (!hasBody) return { kind: 'none' };
   return { kind: 'stream', source: request.raw, contentType, contentEncoding };
-}
-
-function first(v: string | string[] | undefined): string | undefined {
-  return Array.isArray(v) ? v[0] : v;
 }

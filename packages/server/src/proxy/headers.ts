@@ -160,6 +160,11 @@ export function downstreamResponseHeaders(upstream: IncomingHttpHeaders, opts: {
   return out;
 }
 
+/** The first value of a header that may repeat (Node gives some as arrays). */
+export function firstValue(v: string | string[] | undefined): string | undefined {
+  return Array.isArray(v) ? v[0] : v;
+}
+
 /** True when a header's value may carry a credential (so a log shows only `[REDACTED]`). */
 export function isSecretHeader(name: string): boolean {
   const n = normalise(name);

@@ -18,7 +18,7 @@
 import { canonicalize, envelopeText, sealBytesWithHash, utf8Transient, type EnvelopeKey } from '@countersign/core';
 import type { NewLog } from '../store/index.js';
 import type { CapturedBody } from './capture.js';
-import { redactHeaders } from './headers.js';
+import { firstValue, redactHeaders } from './headers.js';
 import type { ExchangeOutcome, ExchangeResult } from './upstream.js';
 import type { LlmSummary } from './llm/index.js';
 import { offload, OFFLOAD_FROM_BYTES } from '../offload/pool.js';
@@ -203,15 +203,11 @@ export function finalPayload(pending: ProxyPayload, result: ExchangeResult, tota
   if (result.firstChunkMs !== undefined) out.timings!.firstChunkMs = round(result.firstChunkMs);
   if (result.status !== undefined && result.upstreamHeaders) {
     const h = result.upstreamHeaders;
-    const body = result.capture.finish(first(h['content-type']), first(h['content-encoding']));
+    const body = result.capture.finish(firstValue(h['content-type']), firstValue(h['content-encoding']));
     out.response = { status: result.status, headers: redactHeaders(h), ...body };
   }
   if (result.error !== undefined) out.error = result.error;
   return out;
-}
-
-function first(v: string | string[] | undefined): string | undefined {
-  return Array.isArray(v) ? v[0] : v;
 }
 
 /** Milliseconds to the microsecond, as recorded. */

@@ -124,20 +124,16 @@ export interface CheckpointerData {
 }
 
 /**
- * Two Int32s in shared memory: the count of finished background passes ({@link PASSES_ENDED}),
- * so that the writer thread can see, without a message, that a pass has just ended (it starts its
- * closing pass then, when only the frames committed since are left to copy: at 1,000 req/s ~1 ms
- * of them instead of up to 100 ms); and how long the last one took, ms ({@link LAST_PASS_MS}),
- * which tells it whether the disk's flushes are slow right now.
+ * Two Int32s in shared memory, read by index in the threads' bodies (which run from their text
+ * and import nothing): [0] the count of finished background passes, so that the writer thread can
+ * see, without a message, that a pass has just ended (it starts its closing pass then, when only
+ * the frames committed since are left to copy: at 1,000 req/s ~1 ms of them instead of up to
+ * 100 ms); [1] how long the last one took, ms rounded up, which tells it whether the disk's
+ * flushes are slow right now.
  */
 export function passCounter(): SharedArrayBuffer {
   return new SharedArrayBuffer(8);
 }
-
-/** Index in {@link passCounter}'s array: finished background passes. */
-export const PASSES_ENDED = 0;
-/** Index in {@link passCounter}'s array: the last finished background pass's duration, ms (rounded up). */
-export const LAST_PASS_MS = 1;
 
 /** The background checkpointer's body. `checkpoint` is {@link runCheckpoint}, passed in as text. */
 export function sqliteCheckpointerMain(
@@ -167,7 +163,7 @@ export function sqliteCheckpointerMain(
       }
       if (e) port.postMessage((last = e));
       if (!e?.busy) {
-        // Indexes 1 and 0: LAST_PASS_MS, PASSES_ENDED (this body runs from its text: no imports).
+        // [1] the pass's duration, then [0] the count the writer watches (passCounter).
         Atomics.store(passes, 1, e ? Math.ceil(e.ms) : 0);
         Atomics.add(passes, 0, 1);
       }

@@ -4,15 +4,16 @@
  * are committed together (one `BEGIN IMMEDIATE … COMMIT`), and each message gets its per-row
  * results back once the transaction is in the WAL. It closes the WAL's checkpoint cycles
  * (sqlite-checkpointer.ts): a PASSIVE checkpoint between transactions at most every
- * `closeEveryMs`, after which its next commit restarts the WAL, and TRUNCATE once idle; the bulk
- * of the copying is the background checkpointer's.
+ * `policy.closeEveryMs` (later while background passes are slow), after which its next commit
+ * restarts the WAL, and TRUNCATE once idle; the bulk of the copying is the background
+ * checkpointer's.
  *
  * {@link sqliteWriterMain} runs in the worker from its source text (`Function.prototype.toString`),
  * so it must not use anything from this module's scope: only its parameters and globals.
  */
 import type BetterSqlite3 from 'better-sqlite3';
 import type { MessagePort } from 'node:worker_threads';
-import type { CheckpointEvent, runCheckpoint } from './sqlite-checkpointer.js';
+import type { CheckpointEvent, CheckpointPolicy, runCheckpoint } from './sqlite-checkpointer.js';
 
 /** What the worker is started with. */
 export interface WriterWorkerData {
@@ -20,15 +21,10 @@ export interface WriterWorkerData {
   synchronous: 'NORMAL' | 'FULL';
   /** The store deadline, ms: the longest a transaction waits for SQLite's write lock. */
   busyTimeoutMs: number;
-  /** The writer's closing PASSIVE checkpoint, at most this often while writing. */
-  closeEveryMs: number;
-  /** A background pass this long means slow flushes: the closing pass waits, up to `slowDeferMs` (sqlite-checkpointer.ts). */
-  slowPassMs: number;
-  slowDeferMs: number;
+  /** When it closes a WAL cycle, defers that for slow passes, and truncates when idle (sqlite-checkpointer.ts). */
+  policy: CheckpointPolicy;
   /** The background checkpointer's count of finished passes and the last one's duration (sqlite-checkpointer.ts `passCounter`). */
   passes: SharedArrayBuffer;
-  /** Idle this long → TRUNCATE checkpoint (the -wal file goes back to 0 bytes). */
-  truncateIdleMs: number;
   /** `journal_size_limit`: what a restarted WAL is trimmed to, bytes. */
   walLimitBytes: number;
   sql: { insert: string; completeBySeq: string; completeByKey: string; refuse: string };
@@ -87,7 +83,7 @@ export function sqliteWriterMain(
   let lastCheckpoint = Date.now();
   let truncated = true;
   const passes = new Int32Array(cfg.passes);
-  // Indexes of passCounter (sqlite-checkpointer.ts): 0 PASSES_ENDED, 1 LAST_PASS_MS.
+  // passCounter (sqlite-checkpointer.ts): [0] background passes ended, [1] the last one's ms.
   let passesSeen = Atomics.load(passes, 0);
 
   /** Runs the messages' rows; throws `expired` (rolling back) if a deadline passed meanwhile. */
@@ -204,19 +200,19 @@ export function sqliteWriterMain(
    * interval of them. Twice overdue, it runs anyway (a checkpointer that stopped). When the last
    * background pass was slow, the disk's flushes are: the closing pass would wait for them here,
    * holding every commit (its syncs of the WAL and the database), so it waits for a quick pass
-   * instead, up to `slowDeferMs`, and the WAL grows meanwhile.
+   * instead, up to `policy.slowDeferMs`, and the WAL grows meanwhile.
    */
   const closeIfDue = () => {
     const seen = Atomics.load(passes, 0);
     const fresh = seen !== passesSeen;
     passesSeen = seen;
     const since = Date.now() - lastCheckpoint;
-    if (since < cfg.closeEveryMs) return;
+    if (since < cfg.policy.closeEveryMs) return;
     const slowPass = Atomics.load(passes, 1);
-    if (slowPass >= cfg.slowPassMs) {
-      if (since >= cfg.slowDeferMs) checkpoint('PASSIVE', { overdue: true, slowPass });
+    if (slowPass >= cfg.policy.slowPassMs) {
+      if (since >= cfg.policy.slowDeferMs) checkpoint('PASSIVE', { overdue: true, slowPass });
     } else if (fresh) checkpoint('PASSIVE', { afterPass: seen });
-    else if (since >= 2 * cfg.closeEveryMs) checkpoint('PASSIVE', { overdue: true });
+    else if (since >= 2 * cfg.policy.closeEveryMs) checkpoint('PASSIVE', { overdue: true });
   };
 
   const flush = () => {
@@ -238,10 +234,10 @@ export function sqliteWriterMain(
     () => {
       if (scheduled) return;
       const idle = Date.now() - lastWrite;
-      if (!truncated && idle >= cfg.truncateIdleMs) truncated = checkpoint('TRUNCATE');
+      if (!truncated && idle >= cfg.policy.truncateIdleMs) truncated = checkpoint('TRUNCATE');
       else closeIfDue();
     },
-    Math.min(cfg.closeEveryMs, cfg.truncateIdleMs) / 4,
+    Math.min(cfg.policy.closeEveryMs, cfg.policy.truncateIdleMs) / 4,
   );
 
   const stop = () => {
