@@ -20,7 +20,9 @@
  * TAIL_GC_PHASES=1 (the Countersign process runs with `--trace-gc-nvp`; reports what its scavenges
  * spend their pauses on, bench/proxy/scavenge-phases.ts), TAIL_SEND_PATH=1 (traces the event
  * loop's socket writes for a few seconds mid-run with `perf`: how long each took in the kernel,
- * by whether the load core was idle, bench/proxy/send-path.ts), TAIL_BATCHES=1 (the store writer's
+ * by whether the load core was idle, bench/proxy/send-path.ts), TAIL_PROFILE=1 (samples the event
+ * loop with `perf record -g` for a few seconds mid-run, the process under `--perf-basic-prof`, and
+ * charges each sample to a part of the call: bench/proxy/loop-profile.ts), TAIL_BATCHES=1 (the store writer's
  * batches: queue, backend time, rows, and those of the slow requests, bench/proxy/store-batches.ts).
  * On a local PostgreSQL it also reports what the database's backends spent per call.
  * Countersign and the floor run as built unless PROXY_BENCH_FROM=src (bench/proxy/built.ts).
@@ -37,6 +39,7 @@ import { CORES, COUNTERSIGN_FLAGS, pinSelf, startRole, threadCounters, type Chil
 import { clientFor, forwardDoorCall, openLoop, pctMs, plainJsonCall, proxyDoorCall, REQUEST_BODY, type CallSpec } from './proxy/load.js';
 import { describeScavengePhases, scavengePhases } from './proxy/scavenge-phases.js';
 import { canTraceSendPath, describeSendPath, sendPathReport, traceSendPath } from './proxy/send-path.js';
+import { canProfileLoop, describeLoopProfile, loopProfileReport, recordLoop } from './proxy/loop-profile.js';
 import { batchReport, describeBatches, readBatches, watchPostgresBackends } from './proxy/store-batches.js';
 import { attributeOnsets, type TailEvent } from './proxy/tail-attribution.js';
 
@@ -52,6 +55,7 @@ const FLOOR = process.env.TAIL_TARGET === 'floor';
 const PROOF = process.env.TAIL_PROOF === '1';
 const GC_PHASES = process.env.TAIL_GC_PHASES === '1';
 const SEND_PATH = process.env.TAIL_SEND_PATH === '1';
+const PROFILE = process.env.TAIL_PROFILE === '1';
 const WARMUP_S = Number(process.env.TAIL_WARMUP ?? 3);
 const BATCHES = process.env.TAIL_BATCHES === '1';
 // TAIL_DOOR=forward: Countersign through forward mode (the SDK drop-in) instead of POST /v1/proxy.
@@ -73,6 +77,8 @@ export default async function tailBench(): Promise<Record<string, unknown>> {
   if (STORE === 'postgres' && !process.env.DATABASE_URL) throw new Error('TAIL_STORE=postgres needs DATABASE_URL');
   if (SEND_PATH && !canTraceSendPath())
     throw new Error('TAIL_SEND_PATH=1 needs perf (linux-perf) and permission to trace (root, or perf_event_paranoid -1)');
+  if (PROFILE && !canProfileLoop())
+    throw new Error('TAIL_PROFILE=1 needs perf (linux-perf) and permission to record (root, or perf_event_paranoid -1)');
   pinSelf();
   const children: Child[] = [];
   const stallFile = path.join(os.tmpdir(), `proxy-tail-${process.pid}.jsonl`);
@@ -86,10 +92,11 @@ export default async function tailBench(): Promise<Record<string, unknown>> {
     if (BATCHES) env.PROXY_BENCH_BATCH_FILE = batchFile;
     if (PROOF) env.PROXY_BENCH_ROLES = 'ingest,management,proofs,tsa,ledger';
     const cs = FLOOR
-      ? await startRole('floor', 'floor', CORES.proxy, env, ['--import', stallLog])
+      ? await startRole('floor', 'floor', CORES.proxy, env, [...(PROFILE ? ['--perf-basic-prof'] : []), '--import', stallLog])
       : await startRole('countersign', 'countersign', CORES.proxy, env, [
           ...COUNTERSIGN_FLAGS,
           ...(GC_PHASES ? ['--trace-gc-nvp'] : []),
+          ...(PROFILE ? ['--perf-basic-prof'] : []),
           '--import',
           stallLog,
         ]);
@@ -113,12 +120,19 @@ export default async function tailBench(): Promise<Record<string, unknown>> {
     const traceSeconds = Math.max(1, Math.min(3, Math.floor(SECONDS / 3)));
     let trace: Promise<string | undefined> | undefined;
     const traceTimer = SEND_PATH ? setTimeout(() => (trace = traceSendPath(traceSeconds, CORES.load)), (SECONDS * 1000) / 3) : undefined;
+    let profiling: Promise<string | undefined> | undefined;
+    const profileTimer = PROFILE
+      ? setTimeout(() => (profiling = recordLoop(pid, traceSeconds, CORES.load)), (SECONDS * 1000) / 3)
+      : undefined;
     const run = await openLoop(pool, spec, RATE, SECONDS, (due, us) => samples.push([due, us / 1000]));
     clearTimeout(traceTimer);
+    clearTimeout(profileTimer);
     const cpu1 = threadCounters(pid);
     const databaseCost = database?.stop(run.ok);
     const traced = await trace;
     const sendPath = traced ? sendPathReport(traced, pid, CORES.load, traceSeconds, RATE * traceSeconds) : undefined;
+    const profiled = await profiling;
+    const loopProfile = profiled ? loopProfileReport(profiled, traceSeconds) : undefined;
     const scavenges = GC_PHASES ? scavengePhases(cs.output().slice(traceFrom)) : undefined;
     await pool.close();
     if (BATCHES) await new Promise((r) => setTimeout(r, 300)); // the stall log writes its batches five times a second
@@ -211,6 +225,7 @@ export default async function tailBench(): Promise<Record<string, unknown>> {
       database_backends_per_call: databaseCost,
       store_batches: batches,
       send_path: sendPath,
+      loop_profile: loopProfile,
     };
     const l = out.latency_ms;
     process.stdout.write(
@@ -238,6 +253,11 @@ export default async function tailBench(): Promise<Record<string, unknown>> {
         ...(batches ? [describeBatches(batches, run.ok)] : BATCHES ? ['store batches: none published'] : []),
         ...(scavenges ? [describeScavengePhases(scavenges)] : []),
         ...(sendPath ? [describeSendPath(sendPath)] : SEND_PATH ? ['socket writes: the perf trace did not run'] : []),
+        ...(loopProfile
+          ? [describeLoopProfile(loopProfile, out.cpu_us_per_call.event_loop_thread)]
+          : PROFILE
+            ? ['event loop profile: perf did not run']
+            : []),
       ].join('\n') + '\n',
     );
     return out;

@@ -140,7 +140,7 @@ export async function runExchange(
     request.log.error({ err: errorSummary(err), logId: fields.id }, 'write-ahead record refused; call not forwarded');
     throw new ApiError('log_store_unavailable', 'the audit store cannot take the record right now; nothing was forwarded, retry later');
   }
-  await afterInsert(app, fields, call);
+  if (fields.credentialHandoverDetected) await afterInsert(app, fields, call);
 
   reply.hijack();
   const res = reply.raw;

@@ -16,7 +16,7 @@ import { metrics } from '../metrics/registry.js';
 import type { LogCompletion } from './logs.js';
 import { INSERT_COLUMNS, OUTCOME_COLUMNS, pushInsert, pushOutcomeValues } from './write-rows.js';
 import type { RowRef, WriteBackend, WriteBatch, WriteResult } from './log-writer.js';
-import { sqliteWriterMain, type BatchMessage, type DoneMessage, type WriterWorkerData } from './sqlite-writer-worker.js';
+import { BATCH_HEAD, sqliteWriterMain, type BatchMessage, type DoneMessage, type WriterWorkerData } from './sqlite-writer-worker.js';
 import {
   BackgroundCheckpointer,
   CHECKPOINT_POLICY,
@@ -118,7 +118,7 @@ export class SqliteWriter implements WriteBackend {
       passes: this.#passes,
       walLimitBytes: WAL_LIMIT_BYTES,
       sql: WRITER_SQL,
-      widths: { insert: INSERT_COLUMNS.length, outcome: OUTCOME_COLUMNS.length + 3, refusal: 3 },
+      widths: { insert: INSERT_COLUMNS.length, outcome: OUTCOME_COLUMNS.length + 3, refusal: 3, head: BATCH_HEAD },
     };
     const worker = startSqliteThread(sqliteWriterMain, data, THREAD_NAMES.writer, [runCheckpoint]);
     this.#starting = new Promise<Worker>((resolve, reject) => {
@@ -126,7 +126,7 @@ export class SqliteWriter implements WriteBackend {
       worker.once('error', reject);
     });
     worker.on('message', (m: DoneMessage | CheckpointEvent | { t: 'ready' | 'stopped' }) => {
-      if (m.t === 'done') this.#done(m);
+      if (Array.isArray(m)) this.#done(m);
       else if (m.t === 'checkpoint') observeCheckpoint(m);
     });
     worker.on('error', () => undefined); // reported through 'exit' below
@@ -142,24 +142,32 @@ export class SqliteWriter implements WriteBackend {
     });
   }
 
-  #done(m: DoneMessage): void {
-    for (const r of m.r) {
-      const w = this.#take(r.n);
-      if (!w) continue;
-      if (r.e) w.reject(Object.assign(new Error(r.e.message), r.e.code ? { code: r.e.code } : {}));
-      else w.resolve({ inserted: r.i!, seqs: r.s!, completed: r.o! });
+  /** Reads the thread's answer (layout: {@link DoneMessage}) and settles each batch's waiter. */
+  #done(r: DoneMessage): void {
+    for (let p = 0; p < r.length;) {
+      const w = this.#take(r[p] as number);
+      if (r[p + 1] === 1) {
+        const code = r[p + 2] as string;
+        w?.reject(Object.assign(new Error(r[p + 3] as string), code ? { code } : {}));
+        p += 4;
+        continue;
+      }
+      const k = r[p + 2] as number;
+      const i = r.slice(p + 3, p + 3 + k) as number[];
+      const seqs = r.slice(p + 3 + k, p + 3 + 2 * k) as number[];
+      const m = r[p + 3 + 2 * k] as number;
+      const completed = r.slice(p + 4 + 2 * k, p + 4 + 2 * k + m) as number[];
+      p += 4 + 2 * k + m;
+      w?.resolve({ inserted: i, seqs, completed });
     }
   }
 
   write(batch: WriteBatch, deadline: number): Promise<WriteResult> {
-    const ins: unknown[] = [];
-    for (const l of batch.inserts) pushInsert(ins, l);
-    const outs: unknown[] = [];
-    for (const { ref, c } of batch.outcomes) pushOutcome(outs, ref, c);
-    const refs: unknown[] = [];
-    for (const r of batch.refusals) refs.push(r.projectId, r.id, r.at);
     const n = ++this.#n;
-    const message: BatchMessage = { t: 'batch', n, deadline, ins, outs, refs };
+    const message: BatchMessage = [n, deadline, batch.inserts.length, batch.outcomes.length, batch.refusals.length];
+    for (const l of batch.inserts) pushInsert(message, l);
+    for (const { ref, c } of batch.outcomes) pushOutcome(message, ref, c);
+    for (const r of batch.refusals) message.push(r.projectId, r.id, r.at);
     return new Promise<WriteResult>((resolve, reject) => {
       this.#waiting.push({ n, resolve, reject });
       if (this.#worker) this.#worker.postMessage(message);
