@@ -38,6 +38,7 @@ export const PARTS: readonly Part[] = [
     name: 'sealing, canonical JSON, hashing',
     frame: /core\/dist\/(envelope|envelope-keys|canonical|hash|native|payload|encoding|random)\.js|proxy\/record\.js|offload\//,
   },
+  { name: 'PostgreSQL driver (pg)', frame: /node_modules\/(pg|pg-protocol|pg-pool|pg-types|pg-cursor|postgres-[a-z-]+)\// },
   { name: 'hand-off to the store writer', frame: /server\/dist\/store\// },
   { name: 'LLM summary', frame: /proxy\/llm\// },
   { name: 'metrics', frame: /prom-client|server\/dist\/metrics\// },
