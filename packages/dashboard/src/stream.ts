@@ -13,6 +13,8 @@ import { fillForm, filtersFromForm } from './filters.js';
 import { follow } from './follow.js';
 
 const PAGE = 50;
+/** How long the first page waits for the live stream to answer before it loads anyway, ms. */
+const STREAM_WAIT_MS = 3000;
 
 /** The stream view; `start` loads and connects, `stop` disconnects. */
 export class StreamView {
@@ -67,9 +69,23 @@ export class StreamView {
     fillForm(byId<HTMLFormElement>('filters'), filters);
     if (same) return;
     this.#live?.abort();
-    this.#live = new AbortController();
+    const live = (this.#live = new AbortController());
     this.#held = [];
-    void this.reload().then(() => this.#followLogs(this.#live!.signal));
+    // The live stream first, the first page once the stream answered: the server fixes where the
+    // stream starts (after the newest entry) before it answers, so an entry written while the page
+    // loads comes on the stream (shown once: rows are keyed by id), and none falls between the
+    // two. Loading the page first left a gap until the stream connected. A stream that fails or is
+    // refused still lets the page load, and so does one whose answer is held back (a proxy that
+    // buffers event streams) past STREAM_WAIT_MS.
+    let loaded = false;
+    const load = () => {
+      clearTimeout(waiting);
+      if (loaded || live.signal.aborted) return;
+      loaded = true;
+      void this.reload();
+    };
+    const waiting = setTimeout(load, STREAM_WAIT_MS);
+    void this.#followLogs(live.signal, load);
   }
 
   /** Stops streams and clears the view. */
@@ -135,7 +151,8 @@ export class StreamView {
     }
   }
 
-  #followLogs(signal: AbortSignal): Promise<void> {
+  /** Follows new entries; `started` runs at the stream's first state (open, retrying, or refused). */
+  #followLogs(signal: AbortSignal, started: () => void): Promise<void> {
     const ctx = this.#ctx;
     if (!ctx) return Promise.resolve();
     let last: string | undefined;
@@ -159,6 +176,7 @@ export class StreamView {
       signal,
       (state, text, err) => {
         setState('logs-state', state, text);
+        started();
         // A refusal is worth a box; a server without the stream (404) only loses live updates.
         const refused = err instanceof ApiCallError && err.status !== 404;
         showError(byId('logs-error'), state === 'unavailable' && refused ? err : undefined);
