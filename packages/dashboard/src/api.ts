@@ -187,7 +187,7 @@ export class DashboardApi {
    */
   streamLogs(
     filters: LogFilters,
-    handlers: { onOpen: () => void; onLog: (l: LogRowEntry, id: string | undefined) => void },
+    handlers: { onOpen: () => void; onLog: (l: LogRowEntry, id: string | undefined) => void; onPosition?: (id: string) => void },
     signal: AbortSignal,
     lastEventId?: string,
   ): Promise<void> {
@@ -195,7 +195,7 @@ export class DashboardApi {
     return this.#sse(
       `/logs/stream${q ? `?${q}` : ''}`,
       'log',
-      { onOpen: handlers.onOpen, onData: (d, id) => handlers.onLog(d as LogRowEntry, id) },
+      { onOpen: handlers.onOpen, onData: (d, id) => handlers.onLog(d as LogRowEntry, id), onPosition: handlers.onPosition },
       signal,
       lastEventId,
     );
@@ -222,7 +222,7 @@ export class DashboardApi {
   async #sse(
     rest: string,
     eventName: string,
-    handlers: { onOpen: () => void; onData: (data: unknown, id: string | undefined) => void },
+    handlers: { onOpen: () => void; onData: (data: unknown, id: string | undefined) => void; onPosition?: (id: string) => void },
     signal: AbortSignal,
     lastEventId?: string,
   ): Promise<void> {
@@ -242,11 +242,15 @@ export class DashboardApi {
       handlers.onData(data, frame.id);
     });
     const reader = res.body.pipeThrough(new TextDecoderStream()).getReader();
+    let position = lastEventId;
     try {
       for (;;) {
         const { value, done } = await reader.read();
         if (done) return;
         parser.push(value);
+        // Where to resume from, also when the server named it without an event (its opening frame).
+        const at = parser.lastEventId;
+        if (at !== undefined && at !== position) handlers.onPosition?.((position = at));
       }
     } finally {
       reader.releaseLock();

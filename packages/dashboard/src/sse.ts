@@ -30,6 +30,14 @@ export class SseParser {
     private readonly onComment: (text: string) => void = () => undefined,
   ) {}
 
+  /**
+   * The last event id seen, from any frame, one without data included (what EventSource would
+   * send as Last-Event-ID on a reconnect).
+   */
+  get lastEventId(): string | undefined {
+    return this.#id;
+  }
+
   /** Feeds a chunk of text. */
   push(chunk: string): void {
     this.#buffer += chunk;

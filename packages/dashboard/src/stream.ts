@@ -162,6 +162,7 @@ export class StreamView {
           this.#filters,
           {
             onOpen,
+            onPosition: (id) => (last = id),
             onLog: (l, id) => {
               if (id !== undefined) last = id;
               if (this.#paused) {
@@ -231,10 +232,15 @@ export class StreamView {
   async #loadEvents(signal: AbortSignal): Promise<void> {
     const ctx = this.#ctx;
     if (!ctx) return;
+    // Where the live stream resumes: after the newest stored event of any type (0 when there is
+    // none), so that an event stored between the list and the stream is replayed, not lost
+    // (without Last-Event-ID the stream has no replay). A list that failed gives no such point.
+    let listedUpTo: number | undefined;
     try {
       const stored = await ctx.api.listEvents(20);
       if (signal.aborted) return;
       for (const e of stored.reverse()) this.#addEvent(e, false);
+      listedUpTo = stored.reduce((m, e) => Math.max(m, e.seq), 0);
     } catch (err) {
       if (signal.aborted) return;
       showError(byId('events-error'), err);
@@ -242,11 +248,7 @@ export class StreamView {
     }
     await follow(
       (onOpen) =>
-        ctx.api.streamEvents(
-          { onOpen, onEvent: (e) => this.#addEvent(e, true) },
-          signal,
-          this.#lastEventSeq !== undefined ? String(this.#lastEventSeq) : undefined,
-        ),
+        ctx.api.streamEvents({ onOpen, onEvent: (e) => this.#addEvent(e, true) }, signal, resumeAfter(this.#lastEventSeq, listedUpTo)),
       signal,
       (state, text, err) => {
         setState('stream-state', state, text);
@@ -295,6 +297,12 @@ export class StreamView {
       /* the next live entry or a reload shows it */
     }
   }
+}
+
+/** The Last-Event-ID of the events stream: the later of the newest event shown and the newest listed. */
+function resumeAfter(shown: number | undefined, listed: number | undefined): string | undefined {
+  if (shown === undefined && listed === undefined) return undefined;
+  return String(Math.max(shown ?? 0, listed ?? 0));
 }
 
 function setState(id: string, state: string, text: string): void {

@@ -50,3 +50,15 @@ test('an unfinished frame is not dispatched; a frame without data is dropped; de
     { id: '1', event: 'message', data: 'b' },
   ]);
 });
+
+test('the last event id, also from a frame with no data (a stream that names where it starts)', () => {
+  const events: SseEvent[] = [];
+  const p = new SseParser((e) => events.push(e));
+  assert.equal(p.lastEventId, undefined);
+  p.push(': connected\nid: 41\n\n');
+  assert.deepEqual(events, [], 'an id-only frame dispatches nothing');
+  assert.equal(p.lastEventId, '41');
+  p.push('id: 42\nevent: log\ndata: {}\n\n');
+  assert.equal(p.lastEventId, '42');
+  assert.deepEqual(events, [{ id: '42', event: 'log', data: '{}' }]);
+});

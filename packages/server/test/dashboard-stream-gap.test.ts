@@ -3,7 +3,8 @@
  * The page used to load the first page, then connect the stream, which starts after the newest
  * entry at the moment it connects: an entry written in between was in neither, and stayed
  * missing until a reload. Here the entry is written exactly then (the browser's stream request is
- * held until it is stored), and it must be shown, once.
+ * held until it is stored), and it must be shown, once. The security events panel likewise: an
+ * event stored between its list and its stream is replayed, not lost.
  *
  * Needs /usr/bin/chromium; see dashboard-browser.test.ts.
  */
@@ -17,7 +18,7 @@ import { CHROMIUM, CHROMIUM_ARGS, chromiumMissing, ensureDashboardBuilt } from '
 const KEY = 'dashboard stream gap key';
 const missing = chromiumMissing();
 
-test('dashboard in Chromium: an entry written while the live stream connects is shown, once', { skip: missing.skip }, async () => {
+test('dashboard in Chromium: an entry or event written while the live streams connect is shown, once', { skip: missing.skip }, async () => {
   assert.equal(missing.fail, undefined, missing.fail);
   await ensureDashboardBuilt();
   const browser: Browser = await chromium.launch({ executablePath: CHROMIUM, headless: true, args: CHROMIUM_ARGS });
@@ -41,6 +42,22 @@ test('dashboard in Chromium: an entry written while the live stream connects is 
       await during;
       await route.continue();
     });
+    // The same for the security events panel: a credential handover (a human-class key with agent
+    // context) is stored after the panel listed the stored events (none) and before its stream.
+    let handover: Promise<string> | undefined;
+    await page.route('**/events/stream**', async (route) => {
+      handover ??= postLog(
+        app.app,
+        p.human,
+        { action: 'wire.transfer', actor: 'alice', payload: { amount: 10 } },
+        { 'x-service-encryption-key': KEY, 'x-agent-rationale': 'the user asked', 'x-service-agent-id': 'helper-bot' },
+      ).then((r) => {
+        assert.equal(r.statusCode, 201, r.body);
+        return r.json().id as string;
+      });
+      await handover;
+      await route.continue();
+    });
 
     await page.goto(app.url + '/');
     await page.fill('#signin-project', p.projectId);
@@ -51,6 +68,8 @@ test('dashboard in Chromium: an entry written while the live stream connects is 
     assert.ok(during, 'the page opened the live stream');
     const duringId = await during;
     for (const id of [before, duringId]) await page.locator(`#logs tr[data-log-id="${id}"]`).waitFor({ timeout: 10_000 });
+    assert.ok(handover, 'the page opened the events stream');
+    await page.locator(`#events li[data-log-id="${await handover}"]`).waitFor({ timeout: 10_000 });
     // And an entry written once the stream is live arrives on it.
     const after = await write('after');
     await page.locator(`#logs tr[data-log-id="${after}"]`).waitFor({ timeout: 10_000 });

@@ -127,6 +127,32 @@ for (const store of STORES) {
       assert.ok(replay.includes(id));
     });
 
+    test('live stream: it opens by naming where it starts, and resuming from there loses nothing written meanwhile', async () => {
+      const url = `${t.url}/v1/projects/${p.projectId}/logs/stream?actorPrefix=resume-`;
+      const first = await request(url, { headers: { authorization: `Bearer ${p.live}` } });
+      assert.equal(first.statusCode, 200);
+      let text = '';
+      first.body.setEncoding('utf8');
+      first.body.on('data', (c: string) => (text += c));
+      for (let i = 0; i < 100 && !/\n\n/.test(text); i++) await new Promise((res) => setTimeout(res, 20));
+      first.body.destroy();
+      // The opening frame: an id and no data (an SSE client keeps the id and dispatches nothing).
+      const opening = text.split('\n\n')[0]!;
+      const start = /^id: (\d+)$/m.exec(opening)?.[1];
+      assert.ok(start !== undefined, text);
+      assert.ok(!/^data:/m.test(opening), text);
+      // Written while no stream is open; a reconnect from the opening id replays it.
+      const posted = await postLog(t.app, p.agent, { actor: 'resume-one', action: 'x', payload: {} }, { 'x-service-encryption-key': KEY });
+      const id = (posted.json() as { id: string }).id;
+      const again = await request(url, { headers: { authorization: `Bearer ${p.live}`, 'last-event-id': start } });
+      let replay = '';
+      again.body.setEncoding('utf8');
+      again.body.on('data', (c: string) => (replay += c));
+      for (let i = 0; i < 100 && !replay.includes(id); i++) await new Promise((res) => setTimeout(res, 50));
+      again.body.destroy();
+      assert.ok(replay.includes(id), replay);
+    });
+
     test('an embed token exports and streams only inside its scope, and still cannot read events', async () => {
       const iat = Math.floor(Date.now() / 1000);
       const token = await new SignJWT({ projectId: p.projectId, scope: { traceId: 'run-a1' } })

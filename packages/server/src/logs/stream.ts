@@ -4,7 +4,8 @@
  * without payload>`; `Last-Event-ID` resumes after that entry, without it the stream starts at
  * the newest entry. The server tails the store by sequence number (every
  * {@link TAIL_EVERY_MS}), so every instance on one PostgreSQL sees every instance's entries and
- * a reconnect loses nothing. A proxied call appears when its write-ahead record is committed
+ * a reconnect loses nothing: the stream opens with an id-only frame (`id: <seq>`, no data) naming
+ * where it starts, so even a client that saw no entry before it dropped resumes from there. A proxied call appears when its write-ahead record is committed
  * (status `pending`); its outcome is read with `GET …/logs/{logId}`. HEAD answers the headers.
  */
 import type { FastifyInstance } from 'fastify';
@@ -36,7 +37,7 @@ export function registerLogStream(app: FastifyInstance): void {
         tags: ['logs'],
         summary: 'New log entries as Server-Sent Events, with the list filters',
         description:
-          'text/event-stream. Each event: `id: <seq>`, `event: log`, `data: <entry JSON, no payload>`. Last-Event-ID resumes after that entry; without it the stream starts after the newest entry. A `: heartbeat` comment every 15 s. HEAD answers the headers and ends.',
+          'text/event-stream. It opens with an id-only frame (`id: <seq>`, no data) naming where it starts. Each event: `id: <seq>`, `event: log`, `data: <entry JSON, no payload>`. Last-Event-ID resumes after that entry; without it the stream starts after the newest entry. A `: heartbeat` comment every 15 s. HEAD answers the headers and ends.',
         params: { type: 'object', properties: { projectId: projectIdParam }, required: ['projectId'] },
         querystring: { type: 'object', additionalProperties: false, properties: FILTER_PROPERTIES },
         response: errorResponses(400, 401, 403),
@@ -61,7 +62,9 @@ export function registerLogStream(app: FastifyInstance): void {
       reply.hijack();
       const res = reply.raw;
       res.writeHead(200, { ...headers, connection: 'keep-alive' });
-      res.write(': connected\n\n');
+      // The starting point as an id-only frame (no data, so nothing is dispatched): a client that
+      // reconnects before any entry came resumes from here, losing nothing written meanwhile.
+      res.write(`: connected\nid: ${after}\n\n`);
       let ended = false;
       let reading = false;
       const tail = async () => {
