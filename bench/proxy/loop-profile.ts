@@ -12,11 +12,11 @@
  * Earlier sessions did this by hand (docs/performance-log.md, fourth session); this keeps the
  * parts fixed, so that two runs' tables can be compared.
  */
-import { spawn, spawnSync } from 'node:child_process';
+import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { pinned } from './children.js';
+import { canPerfRecord, perfRecord } from './perf-record.js';
 
 /** A part of a call's work and the frames that belong to it (tested in this order). */
 interface Part {
@@ -79,34 +79,12 @@ export const STACKS_FILE = path.join(os.tmpdir(), 'loop-profile-stacks.txt');
 
 /** True when `perf` can record call graphs of a thread here. */
 export function canProfileLoop(): boolean {
-  return spawnSync('perf', ['record', '-q', '-g', '-o', '/dev/null', '--', 'true']).status === 0;
+  return canPerfRecord(['-g']);
 }
 
-/**
- * Samples thread `tid` with call graphs for `seconds`, perf itself pinned to `loadCore` (on the
- * proxy's core it would take the proxy's time). Resolves with the data file, or undefined.
- */
+/** Samples thread `tid` with call graphs for `seconds` (perf on `loadCore`). Resolves with the data file, or undefined. */
 export function recordLoop(tid: number, seconds: number, loadCore: string): Promise<string | undefined> {
-  const file = path.join(os.tmpdir(), `loop-profile-${process.pid}-${Date.now()}.data`);
-  const [cmd, args] = pinned(loadCore, 'perf', [
-    'record',
-    '-q',
-    '-g',
-    '-F',
-    '2999',
-    '-t',
-    String(tid),
-    '-o',
-    file,
-    '--',
-    'sleep',
-    String(seconds),
-  ]);
-  const perf = spawn(cmd, args, { stdio: 'ignore' });
-  return new Promise((resolve) => {
-    perf.once('error', () => resolve(undefined));
-    perf.once('exit', (code) => resolve(code === 0 ? file : undefined));
-  });
+  return perfRecord('loop-profile', ['-g', '-F', '2999', '-t', String(tid)], seconds, loadCore);
 }
 
 /** The part a stack (leaf first) is charged to. */

@@ -11,11 +11,9 @@
  * `perf record` (tracepoints; needs `perf` and permission to trace), then pairs each call's entry
  * and exit and looks up whether the load core was idle at its entry.
  */
-import { spawn, spawnSync } from 'node:child_process';
+import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
-import os from 'node:os';
-import path from 'node:path';
-import { pinned } from './children.js';
+import { canPerfRecord, perfRecord } from './perf-record.js';
 import { quantile } from './report.js';
 
 /** Duration figures of one group of writes, µs. */
@@ -39,22 +37,12 @@ const EVENTS = 'sched:sched_switch,syscalls:sys_enter_writev,syscalls:sys_exit_w
 
 /** True when `perf` is installed and may open the tracepoints (root, or a low perf_event_paranoid). */
 export function canTraceSendPath(): boolean {
-  return spawnSync('perf', ['record', '-q', '-o', '/dev/null', '-e', 'syscalls:sys_enter_writev', '--', 'true']).status === 0;
+  return canPerfRecord(['-e', 'syscalls:sys_enter_writev']);
 }
 
-/**
- * Runs `perf record` of every core for `seconds`, itself pinned to `loadCore` (perf writes its
- * buffers as it goes: on the proxy's core it would take the proxy's time). Resolves with the data
- * file, or undefined when perf could not run.
- */
+/** Runs `perf record` of every core for `seconds` (perf on `loadCore`). Resolves with the data file, or undefined. */
 export function traceSendPath(seconds: number, loadCore: string): Promise<string | undefined> {
-  const file = path.join(os.tmpdir(), `send-path-${process.pid}-${Date.now()}.data`);
-  const [cmd, args] = pinned(loadCore, 'perf', ['record', '-q', '-a', '-o', file, '-e', EVENTS, '--', 'sleep', String(seconds)]);
-  const perf = spawn(cmd, args, { stdio: 'ignore' });
-  return new Promise((resolve) => {
-    perf.once('error', () => resolve(undefined));
-    perf.once('exit', (code) => resolve(code === 0 ? file : undefined));
-  });
+  return perfRecord('send-path', ['-a', '-e', EVENTS], seconds, loadCore);
 }
 
 function times(us: number[]): WriteTimes {

@@ -18,6 +18,17 @@ export type LogEntry = CoreLogEntry;
 /** An entry of the log list: no payload (the list never asks for one; opening a log reads it whole). */
 export type LogRowEntry = LogListEntry;
 
+/** What every live stream reports besides its entries. */
+export interface StreamHandlers {
+  /** The server accepted the stream. */
+  onOpen: () => void;
+  /**
+   * The id to resume after (`Last-Event-ID`) changed: an entry's, or the one a stream opens with
+   * to name where it starts.
+   */
+  onPosition?: (id: string) => void;
+}
+
 /** A security event as listed and streamed (core's type plus the store sequence number). */
 export type SecurityEvent = CoreSecurityEvent & { seq: number };
 
@@ -167,14 +178,14 @@ export class DashboardApi {
    * @param lastEventId replay stored events after this sequence number first.
    */
   streamEvents(
-    handlers: { onOpen: () => void; onEvent: (e: SecurityEvent) => void },
+    handlers: StreamHandlers & { onEvent: (e: SecurityEvent) => void },
     signal: AbortSignal,
     lastEventId?: string,
   ): Promise<void> {
     return this.#sse(
       '/events/stream',
       'security.policy_violation',
-      { onOpen: handlers.onOpen, onData: (d) => handlers.onEvent(d as SecurityEvent) },
+      { onOpen: handlers.onOpen, onData: (d) => handlers.onEvent(d as SecurityEvent), onPosition: handlers.onPosition },
       signal,
       lastEventId,
     );
@@ -187,7 +198,7 @@ export class DashboardApi {
    */
   streamLogs(
     filters: LogFilters,
-    handlers: { onOpen: () => void; onLog: (l: LogRowEntry, id: string | undefined) => void; onPosition?: (id: string) => void },
+    handlers: StreamHandlers & { onLog: (l: LogRowEntry, id: string | undefined) => void },
     signal: AbortSignal,
     lastEventId?: string,
   ): Promise<void> {
@@ -222,7 +233,7 @@ export class DashboardApi {
   async #sse(
     rest: string,
     eventName: string,
-    handlers: { onOpen: () => void; onData: (data: unknown, id: string | undefined) => void; onPosition?: (id: string) => void },
+    handlers: StreamHandlers & { onData: (data: unknown, id: string | undefined) => void },
     signal: AbortSignal,
     lastEventId?: string,
   ): Promise<void> {

@@ -23,7 +23,6 @@ export class StreamView {
   #cursor: string | null = null;
   #shown = new Set<string>();
   #events = new Set<string>();
-  #lastEventSeq: number | undefined;
   #abort: AbortController | undefined;
   #live: AbortController | undefined;
   #paused = false;
@@ -97,7 +96,6 @@ export class StreamView {
     this.#shown.clear();
     this.#events.clear();
     this.#held = [];
-    this.#lastEventSeq = undefined;
     this.#filters = new URLSearchParams();
     this.traceIds.clear();
     byId('logs').replaceChildren();
@@ -163,8 +161,7 @@ export class StreamView {
           {
             onOpen,
             onPosition: (id) => (last = id),
-            onLog: (l, id) => {
-              if (id !== undefined) last = id;
+            onLog: (l) => {
               if (this.#paused) {
                 this.#held.push(l);
                 this.#heldNote();
@@ -234,13 +231,14 @@ export class StreamView {
     if (!ctx) return;
     // Where the live stream resumes: after the newest stored event of any type (0 when there is
     // none), so that an event stored between the list and the stream is replayed, not lost
-    // (without Last-Event-ID the stream has no replay). A list that failed gives no such point.
-    let listedUpTo: number | undefined;
+    // (without Last-Event-ID the stream has no replay); then after the last one it sent. A list
+    // that failed gives no such point.
+    let resumeAfter: string | undefined;
     try {
       const stored = await ctx.api.listEvents(20);
       if (signal.aborted) return;
       for (const e of stored.reverse()) this.#addEvent(e, false);
-      listedUpTo = stored.reduce((m, e) => Math.max(m, e.seq), 0);
+      resumeAfter = String(stored.reduce((m, e) => Math.max(m, e.seq), 0));
     } catch (err) {
       if (signal.aborted) return;
       showError(byId('events-error'), err);
@@ -248,7 +246,11 @@ export class StreamView {
     }
     await follow(
       (onOpen) =>
-        ctx.api.streamEvents({ onOpen, onEvent: (e) => this.#addEvent(e, true) }, signal, resumeAfter(this.#lastEventSeq, listedUpTo)),
+        ctx.api.streamEvents(
+          { onOpen, onPosition: (id) => (resumeAfter = id), onEvent: (e) => this.#addEvent(e, true) },
+          signal,
+          resumeAfter,
+        ),
       signal,
       (state, text, err) => {
         setState('stream-state', state, text);
@@ -262,7 +264,6 @@ export class StreamView {
     if ((e as { type: string }).type !== 'security.policy_violation') return;
     if (this.#events.has(e.id)) return;
     this.#events.add(e.id);
-    if (this.#lastEventSeq === undefined || e.seq > this.#lastEventSeq) this.#lastEventSeq = e.seq;
     const link = h(
       'a',
       { href: `#view=entry&entry=${encodeURIComponent(e.logId)}`, class: 'trace-link', title: e.logId },
@@ -297,12 +298,6 @@ export class StreamView {
       /* the next live entry or a reload shows it */
     }
   }
-}
-
-/** The Last-Event-ID of the events stream: the later of the newest event shown and the newest listed. */
-function resumeAfter(shown: number | undefined, listed: number | undefined): string | undefined {
-  if (shown === undefined && listed === undefined) return undefined;
-  return String(Math.max(shown ?? 0, listed ?? 0));
 }
 
 function setState(id: string, state: string, text: string): void {

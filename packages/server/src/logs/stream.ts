@@ -5,8 +5,9 @@
  * the newest entry. The server tails the store by sequence number (every
  * {@link TAIL_EVERY_MS}), so every instance on one PostgreSQL sees every instance's entries and
  * a reconnect loses nothing: the stream opens with an id-only frame (`id: <seq>`, no data) naming
- * where it starts, so even a client that saw no entry before it dropped resumes from there. A proxied call appears when its write-ahead record is committed
- * (status `pending`); its outcome is read with `GET …/logs/{logId}`. HEAD answers the headers.
+ * where it starts, so even a client that saw no entry before it dropped resumes from there. A
+ * proxied call appears when its write-ahead record is committed (status `pending`); its outcome
+ * is read with `GET …/logs/{logId}`. HEAD answers the headers.
  */
 import type { FastifyInstance } from 'fastify';
 import type { LogListFilter } from '@countersign/core';

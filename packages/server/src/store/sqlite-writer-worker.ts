@@ -33,15 +33,15 @@ export interface WriterWorkerData {
 }
 
 /**
- * A batch posted by the main thread, as one flat list: `n, deadline, insert rows, outcome rows,
- * refusal rows`, then the rows' column values, inserts first ({@link BATCH_HEAD} values ahead of
- * them; each row {@link WriterWorkerData.widths} wide). One list rather than an object of lists:
+ * A batch posted by the main thread, as one flat list: `n, deadline, insert rows, outcome rows`,
+ * then the rows' column values: inserts, outcomes, and refusals to the end ({@link BATCH_HEAD}
+ * values ahead of them; each row {@link WriterWorkerData.widths} wide). One list rather than an object of lists:
  * the structured clone writes and reads no property names, and the main thread builds no object.
  */
 export type BatchMessage = unknown[];
 
 /** Values ahead of the rows in a {@link BatchMessage}. */
-export const BATCH_HEAD = 5;
+export const BATCH_HEAD = 4;
 
 /**
  * The worker's answer for the messages of one transaction, as one flat list. Per message:
@@ -93,15 +93,15 @@ export function sqliteWriterMain(
   const outcomesOf = (m: BatchMessage) => m[3] as number;
   const deadlineOf = (m: BatchMessage) => m[1] as number;
 
-  /** Answers a message whose rows were not written: every row code `code` (2: expired). */
-  const unwritten = (out: DoneMessage, m: BatchMessage, code: number) => {
+  /** Answers a message past its deadline: nothing written, every row code 2 (log-writer.ts `EXPIRED`). */
+  const expiredAnswer = (out: DoneMessage, m: BatchMessage) => {
     const k = insertsOf(m);
     const o = outcomesOf(m);
     out.push(m[0] as number, 0, k);
-    for (let x = 0; x < k; x++) out.push(code);
+    for (let x = 0; x < k; x++) out.push(2);
     for (let x = 0; x < k; x++) out.push(0);
     out.push(o);
-    for (let x = 0; x < o; x++) out.push(code);
+    for (let x = 0; x < o; x++) out.push(2);
   };
 
   /** Runs the messages' rows, answering into `out`; throws `expired` (rolling back) if a deadline passed meanwhile. */
@@ -167,7 +167,7 @@ export function sqliteWriterMain(
       const keep: BatchMessage[] = [];
       for (const m of live) {
         if (deadlineOf(m) > now) keep.push(m);
-        else unwritten(results, m, 2);
+        else expiredAnswer(results, m);
       }
       live = keep;
       if (live.length === 0) break;

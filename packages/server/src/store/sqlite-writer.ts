@@ -164,7 +164,7 @@ export class SqliteWriter implements WriteBackend {
 
   write(batch: WriteBatch, deadline: number): Promise<WriteResult> {
     const n = ++this.#n;
-    const message: BatchMessage = [n, deadline, batch.inserts.length, batch.outcomes.length, batch.refusals.length];
+    const message: BatchMessage = [n, deadline, batch.inserts.length, batch.outcomes.length];
     for (const l of batch.inserts) pushInsert(message, l);
     for (const { ref, c } of batch.outcomes) pushOutcome(message, ref, c);
     for (const r of batch.refusals) message.push(r.projectId, r.id, r.at);
