@@ -11,6 +11,7 @@ import { loadConfig, ConfigError } from '../src/config.js';
 import { STORES, startApp } from './helpers/server.js';
 import { assertError, fullProject, postLog } from './foundation-helpers.js';
 import { ingestProofLogs, waitForReceipt, waitUntil } from './proofs-helpers.js';
+import { closedPort, makeProjectKey, proxyCall, startUpstream } from './helpers/upstreams.js';
 
 const TOKEN = 'metrics-token-0123456789';
 
@@ -85,6 +86,46 @@ for (const store of STORES) {
     }
   });
 }
+
+test('a proxied call counts in the upstream-time histogram by door and outcome, and in the added-latency one', async () => {
+  const up = await startUpstream({ record: false });
+  const dead = await closedPort();
+  const t = await startApp({ listen: true, config: { allowTargets: [up.hostPort, `127.0.0.1:${dead}`] } });
+  try {
+    const { apiKey } = await makeProjectKey(t.app);
+    const count = (text: string, series: string) => sample(text, series) ?? 0;
+    const added = 'countersign_proxy_added_latency_seconds_count{via="proxy"}';
+    const complete = 'countersign_proxy_upstream_seconds_count{via="proxy",outcome="complete"}';
+    const unreachable = 'countersign_proxy_upstream_seconds_count{via="proxy",outcome="upstream_unreachable"}';
+    const answered = 'countersign_http_requests_total{method="POST",route="/v1/proxy",status="200"}';
+    const before = await scrape(t.url);
+
+    for (let i = 0; i < 3; i++) assert.equal((await proxyCall(t.url, apiKey, { target: up.url + '/json', payload: {} })).status, 200);
+    assert.equal((await proxyCall(t.url, apiKey, { target: `http://127.0.0.1:${dead}/x`, payload: {} })).status, 502);
+
+    const after = await scrape(t.url);
+    assert.equal(count(after, complete) - count(before, complete), 3);
+    assert.equal(count(after, unreachable) - count(before, unreachable), 1);
+    assert.equal(count(after, added) - count(before, added), 4);
+    // The request count is the duration histogram's own count, copied when scraped.
+    assert.equal(count(after, answered) - count(before, answered), 3);
+    assert.equal(
+      count(after, answered),
+      count(after, 'countersign_http_request_duration_seconds_count{method="POST",route="/v1/proxy",status="200"}'),
+    );
+    // What the proxy adds is a part of the call's time, not the upstream's.
+    const sum = (name: string) => count(after, name) - count(before, name);
+    assert.ok(sum('countersign_proxy_added_latency_seconds_sum{via="proxy"}') > 0);
+    assert.ok(
+      sum('countersign_proxy_added_latency_seconds_sum{via="proxy"}') <
+        sum('countersign_http_request_duration_seconds_sum{method="POST",route="/v1/proxy",status="200"}') +
+          sum('countersign_http_request_duration_seconds_sum{method="POST",route="/v1/proxy",status="502"}'),
+    );
+  } finally {
+    await t.close();
+    await up.close();
+  }
+});
 
 test('GET /metrics counts pending records (scrape-time count, refreshed after the cache)', async () => {
   const t = await startApp({ listen: true });

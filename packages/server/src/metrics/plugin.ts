@@ -22,6 +22,7 @@ import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { ApiError } from '../errors.js';
 import { errorResponses } from '../management/schemas.js';
 import { readStoreGauges } from '../store/gauges.js';
+import type { HistogramSeries } from './bucket-histogram.js';
 import { enableDefaultMetrics, metrics, registry, statusLabel } from './registry.js';
 
 /** How long the row counts of one scrape are reused. */
@@ -60,12 +61,17 @@ async function metricsPlugin(app: FastifyInstance): Promise<void> {
   enableDefaultMetrics();
 
   // Callback style, not async: it runs for every request, and an async hook costs a promise each.
+  // The series of a (method, route, status) is looked up by one string key; the request count
+  // is the series' own count (registry.ts).
+  const series = new Map<string, HistogramSeries>();
   app.addHook('onResponse', (request, reply, done) => {
     const route = request.routeOptions.url ?? 'unmatched';
     const status = statusLabel(reply.statusCode);
     const method = request.method;
-    metrics.httpRequests.inc({ method, route, status });
-    metrics.httpDuration.observe({ method, route, status }, reply.elapsedTime / 1000);
+    const key = method + ' ' + status + ' ' + route;
+    let s = series.get(key);
+    if (!s) series.set(key, (s = metrics.httpDuration.labels(method, route, status)));
+    s.observe(reply.elapsedTime / 1000);
     done();
   });
 

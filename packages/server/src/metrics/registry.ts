@@ -1,6 +1,6 @@
 /**
  * The process's Prometheus metrics: one prom-client registry and every metric the server
- * records, so any module records with one import (`metrics.proxyAddedLatency.observe(...)`)
+ * records, so any module records with one import (`metrics.rateLimited.inc(...)`)
  * and `GET /metrics` (metrics/plugin.ts) renders them all.
  *
  * One registry per process, not per app: the store's write queues and the witnesses record
@@ -8,11 +8,13 @@
  * apps in one process share the counters; they compare before and after.)
  *
  * Cost on the hot path: label values are strings that already exist (route patterns from the
- * route config, fixed enums, a cached status text), so a record is prom-client's own label
- * hash and an addition. Gauges that need the database are set when scraped (plugin.ts), never
- * on a request.
+ * route config, fixed enums, a cached status text). The histograms observed on every call are
+ * {@link BucketHistogram}s, whose series the recording code looks up once and keeps (see
+ * bucket-histogram.ts for why); the rest are prom-client's own. Gauges that need the database
+ * are set when scraped (plugin.ts), never on a request.
  */
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+import { BucketHistogram } from './bucket-histogram.js';
 
 /** The registry `GET /metrics` renders. */
 export const registry = new Registry();
@@ -41,9 +43,15 @@ export const metrics = {
     help: 'HTTP requests answered, by method, route pattern and status code',
     labelNames: ['method', 'route', 'status'] as const,
     registers,
+    // The count of each series of the duration histogram, copied when scraped: a request is
+    // counted once, by the histogram, not twice.
+    collect() {
+      this.reset();
+      for (const s of metrics.httpDuration.series()) this.inc(s.labels, s.count);
+    },
   }),
   /** Time to answer, by method, route pattern and status (headers and body written). */
-  httpDuration: new Histogram({
+  httpDuration: new BucketHistogram({
     name: 'countersign_http_request_duration_seconds',
     help: 'Time from receiving a request to the end of its answer, by method, route pattern and status code',
     labelNames: ['method', 'route', 'status'] as const,
@@ -54,7 +62,7 @@ export const metrics = {
    * What the proxy adds to a proxied call: its total time minus the upstream's time
    * (recorded by proxy/pipeline.ts), by door (`proxy` or `forward`).
    */
-  proxyAddedLatency: new Histogram({
+  proxyAddedLatency: new BucketHistogram({
     name: 'countersign_proxy_added_latency_seconds',
     help: 'Proxy overhead per proxied call: total time minus upstream time, by door (proxy|forward)',
     labelNames: ['via'] as const,
@@ -62,7 +70,7 @@ export const metrics = {
     registers,
   }),
   /** The upstream's part of a proxied call (dispatch to the end of its answer), by door and outcome. */
-  proxyUpstreamTime: new Histogram({
+  proxyUpstreamTime: new BucketHistogram({
     name: 'countersign_proxy_upstream_seconds',
     help: 'Upstream time per proxied call (dispatch to the end of the answer), by door and outcome',
     labelNames: ['via', 'outcome'] as const,
@@ -70,7 +78,7 @@ export const metrics = {
     registers,
   }),
   /** One group commit (a batch of log inserts or proxy outcomes), by queue and result. */
-  storeCommitSeconds: new Histogram({
+  storeCommitSeconds: new BucketHistogram({
     name: 'countersign_store_commit_seconds',
     help: 'Time of one group-commit batch (log inserts or proxy outcomes), by queue and result (ok|error)',
     labelNames: ['queue', 'result'] as const,
@@ -86,7 +94,7 @@ export const metrics = {
     registers,
   }),
   /** Items per group commit, by queue. */
-  storeBatchSize: new Histogram({
+  storeBatchSize: new BucketHistogram({
     name: 'countersign_store_commit_batch_size',
     help: 'Items per group-commit batch, by queue',
     labelNames: ['queue'] as const,

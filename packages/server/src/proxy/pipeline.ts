@@ -23,6 +23,7 @@ import { recordHandoverEvent } from '../events/security.js';
 import type { IngestStamp } from '../ingest/stamp.js';
 import type { RowRef } from '../store/index.js';
 import { BodyCapture, type CapturedBody } from './capture.js';
+import { observeProxyCall } from './call-metrics.js';
 import { errorSummary } from './error-summary.js';
 import { commitOutcome } from './outcome.js';
 import { redactHeaders } from './headers.js';
@@ -171,6 +172,7 @@ export async function runExchange(
     if (llm) final.llm = llm;
     await commitOutcome(app, runtime, request, row, final, result, key, finalRequest === recordedRequest ? requestJcs : undefined);
     finishResponse(exchange, res, request, result, fields.id);
+    observeProxyCall(call.via, result, performance.now() - started);
   } catch (err) {
     // After hijack nothing upstream of here answers for us: never leave the caller hanging.
     request.log.error({ err: errorSummary(err), logId: fields.id }, 'proxy exchange failed unexpectedly');

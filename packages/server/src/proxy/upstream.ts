@@ -84,6 +84,8 @@ export interface ExchangeResult {
   firstByteMs?: number;
   /** ms from dispatch to the first chunk of the response body (a stream's first event or token). */
   firstChunkMs?: number;
+  /** ms from dispatch to the end of the upstream's answer, or to its failure; absent when nothing was dispatched. */
+  upstreamMs?: number;
   /** A description of the failure without secrets (error class and code). */
   error?: string;
 }
@@ -254,6 +256,7 @@ export class Exchange implements Dispatcher.DispatchHandler {
       capture: this.capture,
       firstByteMs: x.firstByteMs,
       firstChunkMs: x.firstChunkMs,
+      upstreamMs: this.#started === 0 ? undefined : performance.now() - this.#started,
     };
     if (error && !(error instanceof ExchangeAborted)) {
       const code = (error as { code?: string }).code;
