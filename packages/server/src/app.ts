@@ -15,6 +15,7 @@ import { loadMasterKey } from './master-key.js';
 import { describePreparedDataDir, prepareDataDir } from './data-dir.js';
 import { clientErrorHandler, frameworkErrorHandler, installErrorHandling } from './error-handler.js';
 import { installServiceHeaderChecks } from './http/service-headers.js';
+import { deferredRequestLogger } from './http/request-logger.js';
 import { strictBodyValidator } from './http/schema-validators.js';
 import { installJsonBodyParser } from './http/json-body.js';
 import { acquireOffloadPool, releaseOffloadPool } from './offload/pool.js';
@@ -98,6 +99,8 @@ async function assemble(
     loggerInstance: logger as FastifyBaseLogger,
     bodyLimit: config.bodyLimit,
     genReqId: () => 'req_' + randomId(16),
+    // A request's pino child is made only when it logs (http/request-logger.ts).
+    childLoggerFactory: deferredRequestLogger,
     requestIdHeader: false,
     // Per-request info lines cost throughput on the hot path; they come back at debug level.
     logController: new LogController({ disableRequestLogging: config.logLevel !== 'debug' && config.logLevel !== 'trace' }),
