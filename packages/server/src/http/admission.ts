@@ -235,13 +235,14 @@ function budgetKey(request: FastifyRequest): string {
 }
 
 /**
- * Route hook for calls whose body is read into memory (`POST /v1/log`, `POST /v1/proxy`):
- * admits the call with its request bytes or refuses it (429 `key_busy` / 503 `server_busy`,
- * with `Retry-After`). Use it as an `onRequest` hook AFTER the route's guard (the key must be
- * known), so before the body is read: `onRequest: [guard, admitIngest]`. The reservation is
- * released when the response closes, however it ends (sent, streamed after `hijack`, or cut).
+ * Admits a call whose body is read into memory (`POST /v1/log`, `POST /v1/proxy`) with its
+ * request bytes, or refuses it (throws 429 `key_busy` / 503 `server_busy`, with `Retry-After`).
+ * Call it from the route's `onRequest` hook right AFTER the route's guard (the key must be
+ * known), so before the body is read, in the same hook: a hook of its own would cost every
+ * call a promise and a turn of Fastify's hook runner. The reservation is released when the
+ * response closes, however it ends (sent, streamed after `hijack`, or cut).
  */
-export async function admitIngest(request: FastifyRequest, reply: FastifyReply): Promise<void> {
+export function admitIngest(request: FastifyRequest, reply: FastifyReply): void {
   const bytes = declaredBytes(request);
   const ticket = admitOrThrow(request, reply, bytes ?? 0);
   if (bytes === undefined) metered.set(request, ticket);
@@ -250,7 +251,7 @@ export async function admitIngest(request: FastifyRequest, reply: FastifyReply):
 /**
  * Admits a call whose request bytes the route knows before its body is read (forward mode: the
  * declared length of a body it reads ahead, 0 for one that streams through and holds only its
- * capture). Same placement as {@link admitIngest}, from the route's own `onRequest` hook.
+ * capture). Same placement as {@link admitIngest}, in the route's own `onRequest` hook.
  */
 export function admitCall(request: FastifyRequest, reply: FastifyReply, bytes: number): void {
   admitOrThrow(request, reply, bytes);

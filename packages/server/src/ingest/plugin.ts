@@ -5,7 +5,7 @@
  * that the server seals with `X-Service-Encryption-Key` and forgets. Entries are stored through
  * group commit before the answer; credential handover raises a security event.
  */
-import type { FastifyInstance, FastifyRequest } from 'fastify';
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { HEADERS, MAX_ID_LENGTH, MAX_METADATA_BYTES, parseTraceparent } from '@countersign/core';
 import { requireIngestKey } from '../auth/guards.js';
 import { admitIngest } from '../http/admission.js';
@@ -79,12 +79,10 @@ export default async function ingestPlugin(app: FastifyInstance): Promise<void> 
     {
       // The key is checked before the body is read, so a bad key costs no parsing.
       // Then the call is admitted against the in-flight budget (http/admission.ts), still unread.
-      onRequest: [
-        async (request: FastifyRequest) => {
-          await requireIngestKey(request);
-        },
-        admitIngest,
-      ],
+      onRequest: async (request: FastifyRequest, reply: FastifyReply) => {
+        await requireIngestKey(request);
+        admitIngest(request, reply);
+      },
       schema: {
         tags: ['ingest'],
         summary: 'Store audit log entries (human, agent or service key)',

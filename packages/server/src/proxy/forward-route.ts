@@ -40,14 +40,10 @@ export async function registerForwardRoutes(app: FastifyInstance, runtime: Proxy
       {
         // Key first, then a call slot of the in-flight budget (http/admission.ts), with the bytes
         // of a body read ahead; a streamed body holds at most its 2 MB capture.
-        onRequest: [
-          async (request: FastifyRequest) => {
-            await requireForwardKey(request);
-          },
-          async (request: FastifyRequest, reply: FastifyReply) => {
-            admitCall(request, reply, readAheadLength(request.headers) ?? 0);
-          },
-        ],
+        onRequest: async (request: FastifyRequest, reply: FastifyReply) => {
+          await requireForwardKey(request);
+          admitCall(request, reply, readAheadLength(request.headers) ?? 0);
+        },
         schema: {
           tags: ['proxy'],
           summary: 'Forward mode: a drop-in base URL for SDKs and HTTP clients (any method, any body, streamed both ways)',

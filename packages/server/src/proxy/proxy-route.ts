@@ -66,12 +66,10 @@ export async function registerProxyRoute(app: FastifyInstance, runtime: ProxyRun
       '/v1/proxy',
       {
         // Key first, then the in-flight budget (http/admission.ts), both before the body is read.
-        onRequest: [
-          async (request) => {
-            await requireIngestKey(request);
-          },
-          admitIngest,
-        ],
+        onRequest: async (request, reply) => {
+          await requireIngestKey(request);
+          admitIngest(request, reply);
+        },
         schema: {
           tags: ['proxy'],
           summary: 'Forward a payload to a target and record the exchange (streams the upstream answer back)',
