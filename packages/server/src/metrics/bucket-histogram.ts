@@ -8,8 +8,8 @@
  * bucket's bound, a float that V8 turns into a string key on every read and write. A proxied
  * call observes five histograms; in the event loop's profile at 1,000 calls/s that was 2.6 % of
  * the loop (docs/performance-log.md, tenth session). Here a series is looked up once and kept
- * by its caller ({@link BucketHistogram.labels}), and an observation is a scan of at most a
- * few bounds and three additions into typed arrays.
+ * by its caller ({@link BucketHistogram.labels}), and an observation is a scan of the bounds,
+ * one increment in a typed array and two additions.
  *
  * prom-client stays what renders, registers and resets every metric; this is only the storage
  * of one metric type, behind prom-client's own metric interface (`get`, `reset`, `name`, `help`,
