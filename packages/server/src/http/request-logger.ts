@@ -10,12 +10,9 @@
  */
 import type { FastifyBaseLogger } from 'fastify';
 import type { Bindings, ChildLoggerOptions } from 'fastify/types/logger.js';
-import type { LogFn } from 'pino';
+import { levels, type LogFn } from 'pino';
 
 const METHODS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace'] as const;
-
-/** pino's numeric value of each standard level (a line is written when its value ≥ the logger's). */
-const LEVEL_VALUE: Record<string, number> = { fatal: 60, error: 50, warn: 40, info: 30, debug: 20, trace: 10, silent: Infinity };
 
 /** A request's logger: the real child is made on first use (see the file's comment). */
 export class DeferredRequestLogger implements FastifyBaseLogger {
@@ -59,8 +56,10 @@ export class DeferredRequestLogger implements FastifyBaseLogger {
 
   /** False when a line at `method`'s level would be dropped (known levels only; else the child decides). */
   enabled(method: (typeof METHODS)[number]): boolean {
-    const threshold = LEVEL_VALUE[this.level];
-    return threshold === undefined || LEVEL_VALUE[method]! >= threshold;
+    const level = this.level;
+    if (level === 'silent') return false;
+    const threshold = levels.values[level];
+    return threshold === undefined || levels.values[method]! >= threshold;
   }
 }
 

@@ -7,9 +7,9 @@
  * (sorting the label names into a string), validates it, and counts in an object keyed by the
  * bucket's bound, a float that V8 turns into a string key on every read and write. A proxied
  * call observes five histograms; in the event loop's profile at 1,000 calls/s that was 2.6 % of
- * the loop (docs/performance-log.md, tenth session). Here a series is looked up once and kept
- * by its caller ({@link BucketHistogram.labels}), and an observation is a scan of the bounds,
- * one increment in a typed array and two additions.
+ * the loop (docs/performance-log.md, tenth session). Here a series is one map lookup on its
+ * label values ({@link BucketHistogram.labels}; a caller with fixed labels keeps its series),
+ * and an observation is a scan of the bounds, one increment in a typed array and two additions.
  *
  * prom-client stays what renders, registers and resets every metric; this is only the storage
  * of one metric type, behind prom-client's own metric interface (`get`, `reset`, `name`, `help`,
@@ -17,7 +17,7 @@
  */
 import type { Registry } from 'prom-client';
 
-/** One label set's counts. Keep it for a hot path: observing through it looks nothing up. */
+/** One label set's counts; observing through it looks nothing up. */
 export class HistogramSeries {
   /** Observations per bucket, not cumulative (the last slot is above the highest bound). */
   readonly counts: Float64Array;
@@ -85,7 +85,7 @@ export class BucketHistogram<L extends string> {
     if (values.length !== this.#labelNames.length) {
       throw new TypeError(`${this.name}: expected ${this.#labelNames.length} label values, got ${values.length}`);
     }
-    const key = values.join('\u0000');
+    const key = values.length === 1 ? values[0]! : values.join('\u0000');
     let s = this.#series.get(key);
     if (!s) {
       const labels: Record<string, string> = {};

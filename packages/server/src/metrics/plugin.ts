@@ -22,7 +22,6 @@ import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { ApiError } from '../errors.js';
 import { errorResponses } from '../management/schemas.js';
 import { readStoreGauges } from '../store/gauges.js';
-import type { HistogramSeries } from './bucket-histogram.js';
 import { enableDefaultMetrics, metrics, registry, statusLabel } from './registry.js';
 
 /** How long the row counts of one scrape are reused. */
@@ -61,17 +60,10 @@ async function metricsPlugin(app: FastifyInstance): Promise<void> {
   enableDefaultMetrics();
 
   // Callback style, not async: it runs for every request, and an async hook costs a promise each.
-  // The series of a (method, route, status) is looked up by one string key; the request count
-  // is the series' own count (registry.ts).
-  const series = new Map<string, HistogramSeries>();
+  // The request count is the duration histogram's own count (registry.ts).
   app.addHook('onResponse', (request, reply, done) => {
     const route = request.routeOptions.url ?? 'unmatched';
-    const status = statusLabel(reply.statusCode);
-    const method = request.method;
-    const key = method + ' ' + status + ' ' + route;
-    let s = series.get(key);
-    if (!s) series.set(key, (s = metrics.httpDuration.labels(method, route, status)));
-    s.observe(reply.elapsedTime / 1000);
+    metrics.httpDuration.labels(request.method, route, statusLabel(reply.statusCode)).observe(reply.elapsedTime / 1000);
     done();
   });
 

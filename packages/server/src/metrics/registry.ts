@@ -9,7 +9,7 @@
  *
  * Cost on the hot path: label values are strings that already exist (route patterns from the
  * route config, fixed enums, a cached status text). The histograms observed on every call are
- * {@link BucketHistogram}s, whose series the recording code looks up once and keeps (see
+ * {@link BucketHistogram}s, a series found by one map lookup on its label values (see
  * bucket-histogram.ts for why); the rest are prom-client's own. Gauges that need the database
  * are set when scraped (plugin.ts), never on a request.
  */

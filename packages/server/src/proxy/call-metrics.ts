@@ -4,28 +4,21 @@
  * dispatched upstream, once its answer to the caller has ended; a call refused before (target
  * refused, store refused) has no upstream time, and shows in the request counts by status.
  */
-import type { HistogramSeries } from '../metrics/bucket-histogram.js';
 import { metrics } from '../metrics/registry.js';
-import type { ExchangeOutcome, ExchangeResult } from './upstream.js';
+import type { ProxyCall } from './pipeline.js';
+import type { ExchangeResult } from './upstream.js';
 
-type Door = 'proxy' | 'forward';
-
-const added: Record<Door, HistogramSeries> = {
-  proxy: metrics.proxyAddedLatency.labels('proxy'),
-  forward: metrics.proxyAddedLatency.labels('forward'),
-};
-/** Upstream-time series by door, then outcome (a fixed set of names), made on first use. */
-const upstream: Record<Door, Partial<Record<ExchangeOutcome, HistogramSeries>>> = { proxy: {}, forward: {} };
+// Both doors' added-latency series exist from the start, so a door without calls reads 0.
+for (const via of ['proxy', 'forward'] as const) metrics.proxyAddedLatency.labels(via);
 
 /**
  * Records one call: `totalMs` runs from the pipeline's start (the call read) to the end of the
  * caller's answer, so what it adds is everything but the upstream's own time: the guard, the
  * sealing, both commits, and the relaying of the bytes.
  */
-export function observeProxyCall(via: Door, result: ExchangeResult, totalMs: number): void {
+export function observeProxyCall(via: ProxyCall['via'], result: ExchangeResult, totalMs: number): void {
   const upstreamMs = result.upstreamMs;
   if (upstreamMs === undefined) return;
-  const byOutcome = upstream[via];
-  (byOutcome[result.outcome] ??= metrics.proxyUpstreamTime.labels(via, result.outcome)).observe(upstreamMs / 1000);
-  added[via].observe(Math.max(0, totalMs - upstreamMs) / 1000);
+  metrics.proxyUpstreamTime.labels(via, result.outcome).observe(upstreamMs / 1000);
+  metrics.proxyAddedLatency.labels(via).observe(Math.max(0, totalMs - upstreamMs) / 1000);
 }
