@@ -40,8 +40,15 @@ const SYNC_LIMIT_BYTES = 256 * 1024;
  */
 const madeHere = new WeakSet<Envelope>();
 
-/** The synchronous seal (Node's cipher), or `undefined` where only WebCrypto can do it. */
-function sealNow(plaintext: Uint8Array, key: EnvelopeKey, logId: string): Envelope | undefined {
+/** An envelope's encrypted parts, before encoding. */
+interface SealedParts {
+  iv: Uint8Array;
+  ct: Uint8Array;
+  tag: Uint8Array;
+}
+
+/** The synchronous encryption (Node's cipher), or `undefined` where only WebCrypto can do it. */
+function encryptNow(plaintext: Uint8Array, key: EnvelopeKey, logId: string): SealedParts | undefined {
   const raw = rawKeyOf(key);
   if (!nodeCrypto || !raw || plaintext.length > SYNC_LIMIT_BYTES) return undefined;
   const iv = randomBytes(12);
@@ -49,7 +56,13 @@ function sealNow(plaintext: Uint8Array, key: EnvelopeKey, logId: string): Envelo
   cipher.setAAD(utf8Transient(logId)); // a log id is no secret
   const body = cipher.update(plaintext);
   const rest = cipher.final(); // empty for GCM (a stream mode): then no copy of the ciphertext
-  return madeEnvelope(key.kid, iv, rest.length === 0 ? body : concatBytes(body, rest), cipher.getAuthTag());
+  return { iv, ct: rest.length === 0 ? body : concatBytes(body, rest), tag: cipher.getAuthTag() };
+}
+
+/** The synchronous seal, or `undefined` where only WebCrypto can do it. */
+function sealNow(plaintext: Uint8Array, key: EnvelopeKey, logId: string): Envelope | undefined {
+  const parts = encryptNow(plaintext, key, logId);
+  return parts && madeEnvelope(key.kid, parts.iv, parts.ct, parts.tag);
 }
 
 /** An envelope of this module's making (its fields base64url-encoded here; see {@link envelopeText}). */
@@ -57,6 +70,14 @@ function madeEnvelope(kid: string, iv: Uint8Array, ct: Uint8Array, tag: Uint8Arr
   const e: Envelope = { v: 1, alg: 'A256GCM', kid, iv: toBase64Url(iv), ct: toBase64Url(ct), tag: toBase64Url(tag) };
   madeHere.add(e);
   return e;
+}
+
+/**
+ * `JSON.stringify` of an envelope whose `iv`, `ct` and `tag` are base64url (no escaping needed),
+ * written by concatenation, members in the envelope's own order.
+ */
+function textOf(kid: string, iv: string, ct: string, tag: string): string {
+  return '{"v":1,"alg":"A256GCM","kid":' + JSON.stringify(kid) + ',"iv":"' + iv + '","ct":"' + ct + '","tag":"' + tag + '"}';
 }
 
 /**
@@ -85,17 +106,7 @@ export async function sealBytes(plaintext: Uint8Array, key: EnvelopeKey, logId: 
  */
 export function envelopeText(envelope: Envelope): string {
   if (!madeHere.has(envelope)) return JSON.stringify(envelope);
-  return (
-    '{"v":1,"alg":"A256GCM","kid":' +
-    JSON.stringify(envelope.kid) +
-    ',"iv":"' +
-    envelope.iv +
-    '","ct":"' +
-    envelope.ct +
-    '","tag":"' +
-    envelope.tag +
-    '"}'
-  );
+  return textOf(envelope.kid, envelope.iv, envelope.ct, envelope.tag);
 }
 
 /**
@@ -154,6 +165,22 @@ export async function sealBytesWithHash(
     : globalThis.crypto.subtle.digest('SHA-256', bytes as BufferSource).then((d) => toHex(new Uint8Array(d)));
   const [envelope, payloadHash] = await Promise.all([sealBytes(bytes, key, logId), hash]);
   return { envelope, payloadHash };
+}
+
+/**
+ * {@link sealBytesWithHash}, answered as the envelope's JSON text (exactly
+ * `envelopeText(envelope)`) beside the hash: what a stored record keeps. On the usual synchronous
+ * path no envelope object is built, so none is registered as this module's making either (that
+ * registration is a weak collection's insert, which costs V8 a slow write barrier per record).
+ */
+export async function sealBytesToText(bytes: Uint8Array, key: EnvelopeKey, logId: string): Promise<{ text: string; payloadHash: string }> {
+  const parts = bytes.length < ASYNC_HASH_FROM ? encryptNow(bytes, key, logId) : undefined;
+  if (parts) {
+    const text = textOf(key.kid, toBase64Url(parts.iv), toBase64Url(parts.ct), toBase64Url(parts.tag));
+    return { text, payloadHash: sha256Hex(bytes) };
+  }
+  const { envelope, payloadHash } = await sealBytesWithHash(bytes, key, logId);
+  return { text: envelopeText(envelope), payloadHash };
 }
 
 /**

@@ -23,12 +23,14 @@ import {
   MAX_CANONICAL_DEPTH,
   MAX_JSON_DEPTH,
   hashApiKey,
+  openBytes,
   openPayload,
   parseApiKey,
   payloadHashHex,
   randomNonce,
   sealPayload,
   sealBytesWithHash,
+  sealBytesToText,
   sealPayloadWithHash,
   sha256,
   sha256Hex,
@@ -37,6 +39,7 @@ import {
   toHex,
   utf8,
   utf8Transient,
+  type Envelope,
 } from '../src/index.js';
 
 const isCode = (code: string) => (e: unknown) => e instanceof CoreError && e.code === code;
@@ -260,6 +263,17 @@ test('envelope text: written by concatenation for envelopes made here, identical
         assert.equal(canonicalEnvelopeText(env), canonicalize(env));
         assertEnvelope(JSON.parse(envelopeText(env)));
       }
+      // The text straight from the seal (no envelope object on the synchronous path): the same
+      // text an envelope of these bytes gives, and it opens to them.
+      const bytes = utf8('z'.repeat(size));
+      const { text, payloadHash } = await sealBytesToText(bytes, key, 'log_t');
+      const parsed = JSON.parse(text) as Envelope;
+      assertEnvelope(parsed);
+      assert.equal(text, JSON.stringify(parsed));
+      assert.deepEqual(Object.keys(parsed), ['v', 'alg', 'kid', 'iv', 'ct', 'tag']);
+      assert.equal(parsed.kid, key.kid);
+      assert.equal(payloadHash, sha256Hex(bytes));
+      assert.deepEqual(await openBytes(parsed, key, 'log_t'), bytes);
     }
   }
   // An envelope not made here (a copy, or one a client sent) is serialized the general way: a

@@ -15,7 +15,7 @@
  * bytes that are not UTF-8). In forward mode the write-ahead record has no body yet (it has not
  * arrived); the final record has it. Only the envelope and its hash reach the store.
  */
-import { canonicalize, envelopeText, sealBytesWithHash, utf8Transient, type EnvelopeKey } from '@countersign/core';
+import { canonicalize, sealBytesToText, utf8Transient, type EnvelopeKey } from '@countersign/core';
 import type { NewLog } from '../store/index.js';
 import type { CapturedBody } from './capture.js';
 import { firstValue, redactHeaders } from './headers.js';
@@ -136,8 +136,8 @@ export async function sealProxyPayload(
 export async function sealHere(payload: ProxyPayload, key: EnvelopeKey, logId: string, requestJcs?: string): Promise<SealedPayload> {
   // Transient bytes (Node's shared pool for a short text): sealed and hashed here, then dropped.
   const bytes = utf8Transient(requestJcs === undefined ? canonicalize(payload) : canonicalProxyPayload(payload, requestJcs));
-  const { envelope, payloadHash } = await sealBytesWithHash(bytes, key, logId);
-  return { envelope: envelopeText(envelope), payloadHash };
+  const { text, payloadHash } = await sealBytesToText(bytes, key, logId);
+  return { envelope: text, payloadHash };
 }
 
 /**
