@@ -35,8 +35,9 @@ export interface WriterWorkerData {
 /**
  * A batch posted by the main thread, as one flat list: `n, deadline, insert rows, outcome rows`,
  * then the rows' column values: inserts, outcomes, and refusals to the end ({@link BATCH_HEAD}
- * values ahead of them; each row {@link WriterWorkerData.widths} wide). One list rather than an object of lists:
- * the structured clone writes and reads no property names, and the main thread builds no object.
+ * values ahead of them; each row {@link WriterWorkerData.widths} wide). One list rather than an
+ * object of lists: the structured clone writes and reads no property names, and the main thread
+ * builds no object.
  */
 export type BatchMessage = unknown[];
 
