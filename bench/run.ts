@@ -3,7 +3,7 @@
  * after another in this process and prints each one's report. Every benchmark measures a
  * baseline in the same run (e.g. direct call vs proxied call) and reports ratios, so figures
  * are comparable across machines. Results are also written to bench/results/<name>.json. The
-benchmarks in ON_REQUEST run only when named (`npm run bench -- soak`).
+benchmarks in ON_REQUEST run only when named (`npm run bench -- soak`, `npm run bench -- paired`).
  */
 import fs from 'node:fs';
 import path from 'node:path';
@@ -14,8 +14,11 @@ export type Benchmark = () => Promise<Record<string, unknown>>;
 
 const here = path.dirname(fileURLToPath(import.meta.url));
 const filters = process.argv.slice(2);
-/** Run only when named: they take as long as their knobs say (soak: 15 minutes by default). */
-const ON_REQUEST = ['soak'];
+/**
+ * Run only when named: they take as long as their knobs say (soak: 15 minutes by default), and
+ * paired compares this tree with a variant that must be named (bench/paired.bench.ts).
+ */
+const ON_REQUEST = ['soak', 'paired'];
 const files = fs
   .readdirSync(here)
   .filter((f) => f.endsWith('.bench.ts'))

@@ -1,0 +1,136 @@
+/**
+ * Two variants of Countersign measured by the tail study (tail.bench.ts) in interleaved pairs,
+ * and whether the difference outlives the machine's noise. On these shared VMs two runs of the
+ * same tree at 1,000 req/s differ by a third in p99 (docs/performance-log.md), so one pair of runs
+ * says nothing about a change worth a few per cent; many pairs, run A B B A A B … so that the
+ * machine's drift hits both alike, and a signed-rank test on their differences do
+ * (bench/proxy/paired-stats.ts).
+ *
+ * Variant A is this tree as it is. Variant B is another checkout (`PAIRED_B_TREE`, with its own
+ * node_modules; each run builds it as the tail study builds this one) or this tree with other
+ * environment variables (`PAIRED_B_ENV`, e.g. `PROXY_BENCH_CS_FLAGS=--max-semi-space-size=64`);
+ * `PAIRED_A_ENV` sets A's. Every other knob of the tail study (TAIL_RATE, TAIL_SECONDS,
+ * TAIL_STORE, TAIL_DOOR, …) applies to both.
+ *
+ * Run: `PAIRED_B_TREE=/tmp/base npm run bench -- paired` (PAIRED_PAIRS pairs, default 8: about
+ * ten minutes at the tail study's defaults; BENCH_QUICK=1 runs one short pair). Reports each
+ * pair's run, then per figure the medians, the median of the pairs' differences (B − A), how many
+ * pairs B won (lower is better for every figure here), and the two-sided p-value.
+ */
+import { spawnSync } from 'node:child_process';
+import fs from 'node:fs';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { median, signedRank } from './proxy/paired-stats.js';
+
+const here = path.dirname(fileURLToPath(import.meta.url));
+const QUICK = process.env.BENCH_QUICK === '1';
+const PAIRS = Number(process.env.PAIRED_PAIRS ?? (QUICK ? 1 : 8));
+
+/** A variant: the tree its runs start from, and what their environment adds. */
+interface Variant {
+  name: 'A' | 'B';
+  tree: string;
+  env: Record<string, string>;
+}
+
+/** `K=V K2=V2` as an object (values without spaces; a flag list goes in one variable, as PROXY_BENCH_CS_FLAGS takes it). */
+function parseEnv(spec: string | undefined): Record<string, string> {
+  const out: Record<string, string> = {};
+  for (const kv of (spec ?? '').split(/\s+/).filter(Boolean)) {
+    const eq = kv.indexOf('=');
+    if (eq <= 0) throw new Error(`PAIRED_*_ENV: "${kv}" is not NAME=value`);
+    out[kv.slice(0, eq)] = kv.slice(eq + 1);
+  }
+  return out;
+}
+
+/** The figures compared, read from a tail study's result (all lower-is-better). */
+const FIGURES: Array<[name: string, read: (r: TailResult) => number]> = [
+  ['p50 ms', (r) => r.latency_ms.p50],
+  ['p90 ms', (r) => r.latency_ms.p90],
+  ['p99 ms', (r) => r.latency_ms.p99],
+  ['p99.9 ms', (r) => r.latency_ms.p999],
+  ['event loop µs/call', (r) => r.cpu_us_per_call.event_loop_thread],
+  ['other threads µs/call', (r) => r.cpu_us_per_call.other_threads],
+];
+
+/** What this bench reads of tail.bench.ts's result. */
+interface TailResult {
+  latency_ms: { p50: number; p90: number; p99: number; p999: number };
+  cpu_us_per_call: { event_loop_thread: number; other_threads: number };
+  errors: number;
+}
+
+/** One tail study of `v`, in its own process, as `npm run bench -- tail` runs it in that tree. */
+function runTail(v: Variant): TailResult {
+  // BENCH_QUICK passes through: the tail study then runs 3 s.
+  const r = spawnSync(process.execPath, ['--conditions=development', '--import', 'tsx', 'bench/run.ts', 'tail'], {
+    cwd: v.tree,
+    env: { ...process.env, ...v.env },
+    encoding: 'utf8',
+    maxBuffer: 64 * 1024 * 1024,
+  });
+  if (r.status !== 0) throw new Error(`the tail study of ${v.name} (${v.tree}) failed:\n${r.stdout}\n${r.stderr}`);
+  const saved = JSON.parse(fs.readFileSync(path.join(v.tree, 'bench', 'results', 'tail.json'), 'utf8')) as { result: TailResult };
+  return saved.result;
+}
+
+const round2 = (x: number) => Math.round(x * 100) / 100;
+
+/** Runs the pairs; prints and returns each run's figures and the comparison. */
+export default async function pairedBench(): Promise<Record<string, unknown>> {
+  const thisTree = path.join(here, '..');
+  const bTree = process.env.PAIRED_B_TREE ? path.resolve(process.env.PAIRED_B_TREE) : thisTree;
+  const a: Variant = { name: 'A', tree: thisTree, env: parseEnv(process.env.PAIRED_A_ENV) };
+  const b: Variant = { name: 'B', tree: bTree, env: parseEnv(process.env.PAIRED_B_ENV) };
+  if (bTree === thisTree && JSON.stringify(a.env) === JSON.stringify(b.env))
+    throw new Error('paired: B is the same as A; set PAIRED_B_TREE (another checkout) or PAIRED_B_ENV');
+  if (!fs.existsSync(path.join(bTree, 'bench', 'tail.bench.ts'))) throw new Error(`paired: ${bTree} has no bench/tail.bench.ts`);
+  const describe = (v: Variant) =>
+    `${v.tree === thisTree ? 'this tree' : v.tree}${
+      Object.keys(v.env).length
+        ? ` with ${Object.entries(v.env)
+            .map(([k, x]) => `${k}=${x}`)
+            .join(' ')}`
+        : ''
+    }`;
+  process.stdout.write(`A: ${describe(a)}\nB: ${describe(b)}\n${PAIRS} pair(s), A B B A …\n`);
+
+  const runs: { A: TailResult[]; B: TailResult[] } = { A: [], B: [] };
+  for (let i = 0; i < PAIRS; i++) {
+    const order = i % 2 === 0 ? [a, b] : [b, a];
+    for (const v of order) runs[v.name].push(runTail(v));
+    const line = (r: TailResult) => `p50 ${r.latency_ms.p50} / p99 ${r.latency_ms.p99} ms, loop ${r.cpu_us_per_call.event_loop_thread} µs`;
+    process.stdout.write(`  pair ${i + 1}: A ${line(runs.A[i]!)}; B ${line(runs.B[i]!)}\n`);
+  }
+
+  const comparison = FIGURES.map(([name, read]) => {
+    const xa = runs.A.map(read);
+    const xb = runs.B.map(read);
+    const test = signedRank(xa, xb);
+    return {
+      figure: name,
+      a_median: round2(median(xa)),
+      b_median: round2(median(xb)),
+      median_difference: round2(median(xb.map((x, i) => x - xa[i]!))),
+      b_lower_in: xb.filter((x, i) => x < xa[i]!).length,
+      pairs: PAIRS,
+      p: Math.round(test.p * 1000) / 1000,
+    };
+  });
+  const rows = comparison.map(
+    (c) => `| ${c.figure} | ${c.a_median} | ${c.b_median} | ${c.median_difference} | ${c.b_lower_in} of ${c.pairs} | ${c.p} |`,
+  );
+  const errors = [...runs.A, ...runs.B].reduce((s, r) => s + r.errors, 0);
+  process.stdout.write(
+    [
+      '',
+      '| figure | A median | B median | median of B − A | B lower in | p (signed rank) |',
+      '| --- | --- | --- | --- | --- | --- |',
+      ...rows,
+      `(errors in all runs: ${errors}; a p above 0.05 means this many pairs cannot tell the difference from the machine's noise)`,
+    ].join('\n') + '\n',
+  );
+  return { a: describe(a), b: describe(b), pairs: PAIRS, comparison, runs };
+}
