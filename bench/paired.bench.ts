@@ -84,17 +84,14 @@ export default async function pairedBench(): Promise<Record<string, unknown>> {
   const bTree = process.env.PAIRED_B_TREE ? path.resolve(process.env.PAIRED_B_TREE) : thisTree;
   const a: Variant = { name: 'A', tree: thisTree, env: parseEnv(process.env.PAIRED_A_ENV) };
   const b: Variant = { name: 'B', tree: bTree, env: parseEnv(process.env.PAIRED_B_ENV) };
-  if (bTree === thisTree && JSON.stringify(a.env) === JSON.stringify(b.env))
-    throw new Error('paired: B is the same as A; set PAIRED_B_TREE (another checkout) or PAIRED_B_ENV');
-  if (!fs.existsSync(path.join(bTree, 'bench', 'tail.bench.ts'))) throw new Error(`paired: ${bTree} has no bench/tail.bench.ts`);
+  const envText = (env: Record<string, string>) =>
+    Object.entries(env)
+      .map(([k, x]) => `${k}=${x}`)
+      .join(' ');
   const describe = (v: Variant) =>
-    `${v.tree === thisTree ? 'this tree' : v.tree}${
-      Object.keys(v.env).length
-        ? ` with ${Object.entries(v.env)
-            .map(([k, x]) => `${k}=${x}`)
-            .join(' ')}`
-        : ''
-    }`;
+    (v.tree === thisTree ? 'this tree' : v.tree) + (Object.keys(v.env).length ? ` with ${envText(v.env)}` : '');
+  if (describe(a) === describe(b)) throw new Error('paired: B is the same as A; set PAIRED_B_TREE (another checkout) or PAIRED_B_ENV');
+  if (!fs.existsSync(path.join(bTree, 'bench', 'tail.bench.ts'))) throw new Error(`paired: ${bTree} has no bench/tail.bench.ts`);
   process.stdout.write(`A: ${describe(a)}\nB: ${describe(b)}\n${PAIRS} pair(s), A B B A …\n`);
 
   const runs: { A: TailResult[]; B: TailResult[] } = { A: [], B: [] };
@@ -115,12 +112,11 @@ export default async function pairedBench(): Promise<Record<string, unknown>> {
       b_median: round2(median(xb)),
       median_difference: round2(median(xb.map((x, i) => x - xa[i]!))),
       b_lower_in: xb.filter((x, i) => x < xa[i]!).length,
-      pairs: PAIRS,
       p: Math.round(test.p * 1000) / 1000,
     };
   });
   const rows = comparison.map(
-    (c) => `| ${c.figure} | ${c.a_median} | ${c.b_median} | ${c.median_difference} | ${c.b_lower_in} of ${c.pairs} | ${c.p} |`,
+    (c) => `| ${c.figure} | ${c.a_median} | ${c.b_median} | ${c.median_difference} | ${c.b_lower_in} of ${PAIRS} | ${c.p} |`,
   );
   const errors = [...runs.A, ...runs.B].reduce((s, r) => s + r.errors, 0);
   process.stdout.write(
