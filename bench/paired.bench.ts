@@ -9,8 +9,11 @@
  * Variant A is this tree as it is. Variant B is another checkout (`PAIRED_B_TREE`, with its own
  * node_modules; each run builds it as the tail study builds this one) or this tree with other
  * environment variables (`PAIRED_B_ENV`, e.g. `PROXY_BENCH_CS_FLAGS=--max-semi-space-size=64`);
- * `PAIRED_A_ENV` sets A's. Every other knob of the tail study (TAIL_RATE, TAIL_SECONDS,
- * TAIL_STORE, TAIL_DOOR, …) applies to both.
+ * `PAIRED_A_ENV` sets A's. `PAIRED_A_SETUP` / `PAIRED_B_SETUP` are shell commands run before each
+ * of that variant's runs, for what the environment cannot carry: a setting of the machine (e.g.
+ * `echo 200000 > /sys/module/haltpoll/parameters/guest_halt_poll_ns`); A's runs once more at the
+ * end, even after a failure, so that the machine is left as variant A has it. Every other knob of
+ * the tail study (TAIL_RATE, TAIL_SECONDS, TAIL_STORE, TAIL_DOOR, …) applies to both.
  *
  * Run: `PAIRED_B_TREE=/tmp/base npm run bench -- paired` (PAIRED_PAIRS pairs, default 8: about
  * ten minutes at the tail study's defaults; BENCH_QUICK=1 runs one short pair). Reports each
@@ -32,6 +35,15 @@ interface Variant {
   name: 'A' | 'B';
   tree: string;
   env: Record<string, string>;
+  /** A shell command run before each of its runs (PAIRED_A_SETUP / PAIRED_B_SETUP), or ''. */
+  setup: string;
+}
+
+/** Runs `v`'s setup command, if it has one; a failing setup stops the comparison. */
+function setUp(v: Variant): void {
+  if (!v.setup) return;
+  const r = spawnSync('sh', ['-c', v.setup], { encoding: 'utf8' });
+  if (r.status !== 0) throw new Error(`PAIRED_${v.name}_SETUP failed (${r.status}):\n${r.stdout}${r.stderr}`);
 }
 
 /** `K=V K2=V2` as an object (values without spaces; a flag list goes in one variable, as PROXY_BENCH_CS_FLAGS takes it). */
@@ -64,6 +76,7 @@ interface TailResult {
 
 /** One tail study of `v`, in its own process, as `npm run bench -- tail` runs it in that tree. */
 function runTail(v: Variant): TailResult {
+  setUp(v);
   // BENCH_QUICK passes through: the tail study then runs 3 s.
   const r = spawnSync(process.execPath, ['--conditions=development', '--import', 'tsx', 'bench/run.ts', 'tail'], {
     cwd: v.tree,
@@ -82,24 +95,32 @@ const round2 = (x: number) => Math.round(x * 100) / 100;
 export default async function pairedBench(): Promise<Record<string, unknown>> {
   const thisTree = path.join(here, '..');
   const bTree = process.env.PAIRED_B_TREE ? path.resolve(process.env.PAIRED_B_TREE) : thisTree;
-  const a: Variant = { name: 'A', tree: thisTree, env: parseEnv(process.env.PAIRED_A_ENV) };
-  const b: Variant = { name: 'B', tree: bTree, env: parseEnv(process.env.PAIRED_B_ENV) };
+  const a: Variant = { name: 'A', tree: thisTree, env: parseEnv(process.env.PAIRED_A_ENV), setup: process.env.PAIRED_A_SETUP ?? '' };
+  const b: Variant = { name: 'B', tree: bTree, env: parseEnv(process.env.PAIRED_B_ENV), setup: process.env.PAIRED_B_SETUP ?? '' };
   const envText = (env: Record<string, string>) =>
     Object.entries(env)
       .map(([k, x]) => `${k}=${x}`)
       .join(' ');
   const describe = (v: Variant) =>
-    (v.tree === thisTree ? 'this tree' : v.tree) + (Object.keys(v.env).length ? ` with ${envText(v.env)}` : '');
-  if (describe(a) === describe(b)) throw new Error('paired: B is the same as A; set PAIRED_B_TREE (another checkout) or PAIRED_B_ENV');
+    (v.tree === thisTree ? 'this tree' : v.tree) +
+    (Object.keys(v.env).length ? ` with ${envText(v.env)}` : '') +
+    (v.setup ? `, after \`${v.setup}\`` : '');
+  if (describe(a) === describe(b))
+    throw new Error('paired: B is the same as A; set PAIRED_B_TREE (another checkout), PAIRED_B_ENV or PAIRED_B_SETUP');
   if (!fs.existsSync(path.join(bTree, 'bench', 'tail.bench.ts'))) throw new Error(`paired: ${bTree} has no bench/tail.bench.ts`);
   process.stdout.write(`A: ${describe(a)}\nB: ${describe(b)}\n${PAIRS} pair(s), A B B A …\n`);
 
   const runs: { A: TailResult[]; B: TailResult[] } = { A: [], B: [] };
-  for (let i = 0; i < PAIRS; i++) {
-    const order = i % 2 === 0 ? [a, b] : [b, a];
-    for (const v of order) runs[v.name].push(runTail(v));
-    const line = (r: TailResult) => `p50 ${r.latency_ms.p50} / p99 ${r.latency_ms.p99} ms, loop ${r.cpu_us_per_call.event_loop_thread} µs`;
-    process.stdout.write(`  pair ${i + 1}: A ${line(runs.A[i]!)}; B ${line(runs.B[i]!)}\n`);
+  try {
+    for (let i = 0; i < PAIRS; i++) {
+      const order = i % 2 === 0 ? [a, b] : [b, a];
+      for (const v of order) runs[v.name].push(runTail(v));
+      const line = (r: TailResult) =>
+        `p50 ${r.latency_ms.p50} / p99 ${r.latency_ms.p99} ms, loop ${r.cpu_us_per_call.event_loop_thread} µs`;
+      process.stdout.write(`  pair ${i + 1}: A ${line(runs.A[i]!)}; B ${line(runs.B[i]!)}\n`);
+    }
+  } finally {
+    setUp(a);
   }
 
   const comparison = FIGURES.map(([name, read]) => {
