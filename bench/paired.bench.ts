@@ -16,7 +16,7 @@
  * the tail study (TAIL_RATE, TAIL_SECONDS, TAIL_STORE, TAIL_DOOR, …) applies to both.
  *
  * Run: `PAIRED_B_TREE=/tmp/base npm run bench -- paired` (PAIRED_PAIRS pairs, default 8: about
- * ten minutes at the tail study's defaults; BENCH_QUICK=1 runs one short pair). Reports each
+ * six minutes at the tail study's defaults, ~20 s a run; BENCH_QUICK=1 runs one short pair). Reports each
  * pair's run, then per figure the medians, the median of the pairs' differences (B − A), how many
  * pairs B won (lower is better for every figure here), and the two-sided p-value.
  */
@@ -111,12 +111,11 @@ export default async function pairedBench(): Promise<Record<string, unknown>> {
   process.stdout.write(`A: ${describe(a)}\nB: ${describe(b)}\n${PAIRS} pair(s), A B B A …\n`);
 
   const runs: { A: TailResult[]; B: TailResult[] } = { A: [], B: [] };
+  const line = (r: TailResult) => `p50 ${r.latency_ms.p50} / p99 ${r.latency_ms.p99} ms, loop ${r.cpu_us_per_call.event_loop_thread} µs`;
   try {
     for (let i = 0; i < PAIRS; i++) {
       const order = i % 2 === 0 ? [a, b] : [b, a];
       for (const v of order) runs[v.name].push(runTail(v));
-      const line = (r: TailResult) =>
-        `p50 ${r.latency_ms.p50} / p99 ${r.latency_ms.p99} ms, loop ${r.cpu_us_per_call.event_loop_thread} µs`;
       process.stdout.write(`  pair ${i + 1}: A ${line(runs.A[i]!)}; B ${line(runs.B[i]!)}\n`);
     }
   } finally {
