@@ -1,7 +1,8 @@
 /**
  * `GET /metrics` on a real server: Prometheus text with request metrics per route pattern
- * (never the raw URL) and status, store commit latency and queue depth, proof batch metrics,
- * pending records, owed outcomes, witness failures, rate-limit refusals and event-loop delay;
+ * (never the raw URL) and status, store commit latency, queue depth and the writer's busy time,
+ * proof batch metrics, pending records, owed outcomes, witness failures, rate-limit refusals and
+ * event-loop delay;
  * and who may scrape (loopback by default, the bearer token when COUNTERSIGN_METRICS_TOKEN is set).
  * The registry is one per process, so values are compared before and after.
  */
@@ -12,6 +13,7 @@ import { STORES, startApp } from './helpers/server.js';
 import { assertError, fullProject, postLog } from './foundation-helpers.js';
 import { ingestProofLogs, waitForReceipt, waitUntil } from './proofs-helpers.js';
 import { closedPort, makeProjectKey, proxyCall, startUpstream } from './helpers/upstreams.js';
+import { lockLogs } from './helpers/lock-logs.js';
 
 const TOKEN = 'metrics-token-0123456789';
 
@@ -81,6 +83,55 @@ for (const store of STORES) {
       assert.ok(sample(after, 'nodejs_eventloop_lag_p99_seconds') !== undefined);
       assert.match(after, /# TYPE countersign_proxy_added_latency_seconds histogram/);
       assert.match(after, /# TYPE countersign_proxy_upstream_seconds histogram/);
+    } finally {
+      await t.close();
+    }
+  });
+}
+
+const BUSY = 'countersign_store_busy_seconds_total';
+
+for (const store of STORES) {
+  test(`the store writer's busy seconds: grow by a commit's time, by the wall time while a batch hangs, not while idle (${store})`, async () => {
+    // No proof batcher tick in the test's few seconds: on SQLite its claim is a write on the
+    // event loop's connection, which would wait (the event loop with it) for the lock held below
+    // from this same thread, until the held batch's deadline.
+    const t = await startApp({ store, listen: true, config: { storeTimeoutMs: 5000, proofWindowMs: 600_000 } });
+    try {
+      const p = await fullProject(t, 'busy');
+      // A scrape, with the times before it was sent and after it was answered (the server reads
+      // its clock in between).
+      const at = async () => {
+        const sent = performance.now();
+        const text = await scrape(t.url);
+        return { text, sent, answered: performance.now() };
+      };
+      // One commit: some busy time, never more than the wall time around it.
+      const a = await at();
+      assert.equal((await postLog(t.app, p.agent, { payload: { n: 1 } }, { 'x-service-encryption-key': 'k' })).statusCode, 201);
+      const b = await at();
+      const committed = sample(b.text, BUSY)! - sample(a.text, BUSY)!;
+      assert.ok(committed > 0 && committed <= (b.answered - a.sent) / 1000, `one commit: ${committed} s`);
+
+      // A batch held by a locked table counts while it is in flight, up to each scrape.
+      const lock = await lockLogs(t);
+      const held = postLog(t.app, p.agent, { payload: { n: 2 } }, { 'x-service-encryption-key': 'k' });
+      await new Promise((r) => setTimeout(r, 100));
+      const c = await at();
+      await new Promise((r) => setTimeout(r, 500));
+      const d = await at();
+      const hung = sample(d.text, BUSY)! - sample(c.text, BUSY)!;
+      const apart = (d.answered - c.sent) / 1000;
+      assert.ok(hung >= 0.45 && hung <= apart, `a hung batch between two scrapes at most ${apart} s apart: ${hung} s`);
+      await lock.release();
+      assert.equal((await held).statusCode, 201, 'the held write lands once the lock is gone');
+
+      // Idle: the clock stands still.
+      const e = await at();
+      await new Promise((r) => setTimeout(r, 300));
+      const f = await at();
+      assert.equal(sample(f.text, BUSY), sample(e.text, BUSY), 'no batch in flight, no busy time');
+      assert.match(f.text, /# TYPE countersign_store_busy_seconds_total counter/);
     } finally {
       await t.close();
     }

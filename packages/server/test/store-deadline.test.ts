@@ -9,10 +9,9 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import path from 'node:path';
-import BetterSqlite3 from 'better-sqlite3';
-import pg from 'pg';
 import { sql } from 'kysely';
 import { STORES, startApp, tempDir, freshPostgresDatabase, type TestApp } from './helpers/server.js';
+import { lockLogs } from './helpers/lock-logs.js';
 import { makeProjectKey, proxyCall, startUpstream, waitFor, type Upstream } from './helpers/upstreams.js';
 import { postLog } from './foundation-helpers.js';
 import { Store, type NewLog } from '../src/store/index.js';
@@ -21,30 +20,6 @@ import { SqliteWriter } from '../src/store/sqlite-writer.js';
 import { PgWriter } from '../src/store/pg-writer.js';
 
 const DEADLINE_MS = 400;
-
-/** Holds the write lock of the app's logs table from another session until `release()`. */
-async function lockLogs(t: TestApp): Promise<{ release: () => Promise<void> }> {
-  if (t.config.databaseUrl) {
-    const c = new pg.Client({ connectionString: t.config.databaseUrl });
-    await c.connect();
-    await c.query('begin');
-    await c.query('lock table logs in access exclusive mode');
-    return {
-      release: async () => {
-        await c.query('rollback');
-        await c.end();
-      },
-    };
-  }
-  const db = new BetterSqlite3(path.join(t.config.dataDir, 'countersign.db'));
-  db.exec('begin immediate');
-  return {
-    release: async () => {
-      db.exec('rollback');
-      db.close();
-    },
-  };
-}
 
 async function pendingCount(t: TestApp): Promise<number> {
   const r = await sql<{ n: number }>`select count(*) as n from logs where status = 'pending'`.execute(t.app.ctx.store.db);

@@ -35,6 +35,9 @@ interface DepthCounter {
 }
 const queueDepths = new Map<string, DepthCounter>();
 
+/** Store writers' busy time: seconds of busy periods that ended, and the writers busy now. */
+const busyTime = { closedSeconds: 0, open: new Set<BusyClock>() };
+
 /** Every metric of the server, by what it measures. */
 export const metrics = {
   /** Requests answered, by method, route pattern and status (`route="unmatched"` for 404s without a route). */
@@ -84,6 +87,25 @@ export const metrics = {
     labelNames: ['queue', 'result'] as const,
     buckets: LATENCY_BUCKETS,
     registers,
+  }),
+  /**
+   * Seconds the hot-path store writer had a group commit in flight, summed over the process's
+   * writers (one in production). Its rate is the writer's utilisation: the backends commit one
+   * batch at a time, so near 1 every write queues behind the one in flight (USE method). A
+   * batch still in flight counts up to the scrape, so a hung store shows at once, not when its
+   * batch ends.
+   */
+  storeBusySeconds: new Counter({
+    name: 'countersign_store_busy_seconds_total',
+    help: "Seconds during which the store writer had at least one group commit in flight; its rate is the writer's utilisation (0-1)",
+    registers,
+    collect() {
+      const now = performance.now();
+      let seconds = busyTime.closedSeconds;
+      for (const clock of busyTime.open) seconds += clock.openSeconds(now);
+      this.reset();
+      this.inc(seconds);
+    },
   }),
   /** One SQLite checkpoint that copied frames, by thread (writer | background) and mode. */
   sqliteCheckpointSeconds: new Histogram({
@@ -193,6 +215,36 @@ export function queueDepth(name: string): DepthCounter {
   let d = queueDepths.get(name);
   if (!d) queueDepths.set(name, (d = { value: 0 }));
   return d;
+}
+
+/**
+ * One store writer's busy clock, behind `countersign_store_busy_seconds_total`: the writer
+ * starts it when a batch goes out with none in flight and stops it when the last one settles.
+ * Times are `performance.now()` milliseconds, which the writer reads anyway.
+ */
+export class BusyClock {
+  /** When the current busy period began, or -1 while idle. */
+  #since = -1;
+
+  /** A busy period begins (no-op while one is open). */
+  start(now: number): void {
+    if (this.#since >= 0) return;
+    this.#since = now;
+    busyTime.open.add(this);
+  }
+
+  /** The busy period ends (no-op while idle). */
+  stop(now: number): void {
+    if (this.#since < 0) return;
+    busyTime.closedSeconds += (now - this.#since) / 1000;
+    this.#since = -1;
+    busyTime.open.delete(this);
+  }
+
+  /** Seconds of the open busy period up to `now` (0 while idle). */
+  openSeconds(now: number): number {
+    return this.#since < 0 ? 0 : (now - this.#since) / 1000;
+  }
 }
 
 const statusText: string[] = [];

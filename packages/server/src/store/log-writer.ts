@@ -19,7 +19,7 @@
  */
 import { channel } from 'node:diagnostics_channel';
 import { STORE_BATCH_CHANNEL } from './diagnostics-channels.js';
-import { metrics, queueDepth } from '../metrics/registry.js';
+import { BusyClock, metrics, queueDepth } from '../metrics/registry.js';
 import { SlotSet } from '../slot-set.js';
 import type { LogCompletion, NewLog } from './logs.js';
 
@@ -148,6 +148,7 @@ export class LogWriter {
   #idle: Array<() => void> = [];
   readonly #insertDepth = queueDepth('log_inserts');
   readonly #outcomeDepth = queueDepth('proxy_outcomes');
+  readonly #busyClock = new BusyClock();
   readonly #commitOk = {
     ins: metrics.storeCommitSeconds.labels('log_inserts', 'ok'),
     out: metrics.storeCommitSeconds.labels('proxy_outcomes', 'ok'),
@@ -260,6 +261,7 @@ export class LogWriter {
     const deadline = Math.min(...parts.map((p) => p.deadline));
     this.#inflight.add(parts);
     const started = performance.now();
+    if (this.#inflight.size === 1) this.#busyClock.start(started);
     if (batch.inserts.length > 0) this.#batchSize.ins.observe(batch.inserts.length);
     if (batch.outcomes.length > 0) this.#batchSize.out.observe(batch.outcomes.length);
     this.backend.write(batch, deadline).then(
@@ -285,6 +287,7 @@ export class LogWriter {
 
   #settle(parts: Part[], result: WriteResult | undefined, error: unknown): void {
     this.#inflight.delete(parts);
+    if (this.#inflight.size === 0) this.#busyClock.stop(performance.now());
     let i = 0;
     let o = 0;
     for (const part of parts) {
