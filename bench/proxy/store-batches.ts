@@ -89,11 +89,14 @@ export function batchReport(batches: BatchEvent[], samples: Array<[number, numbe
   // Busy: the union of the backend's intervals (several may overlap when it takes more than one).
   let busy = 0;
   let reach = -Infinity;
-  for (const b of [...batches].sort((x, y) => x.sentAt - y.sentAt)) {
+  const bySent = [...batches].sort((x, y) => x.sentAt - y.sentAt);
+  for (const b of bySent) {
     busy += Math.max(0, b.doneAt - Math.max(b.sentAt, reach));
     reach = Math.max(reach, b.doneAt);
   }
-  const span = Math.max(...batches.map((b) => b.doneAt)) - Math.min(...batches.map((b) => b.sentAt));
+  // `reach` is now the last answer; no spread of the batches into Math.max/min, which a run of a
+  // few minutes (200,000 batches and more) takes past the call stack's limit.
+  const span = reach - bySent[0]!.sentAt;
   const byRows: Record<string, number[]> = {};
   for (const b of batches) (byRows[String(Math.min(5, b.inserts + b.outcomes))] ??= []).push(backendOf(b));
   const byDone = [...batches].sort((a, b) => a.doneAt - b.doneAt);
