@@ -266,28 +266,29 @@ export class LogWriter {
     if (batch.outcomes.length > 0) this.#batchSize.out.observe(batch.outcomes.length);
     this.backend.write(batch, deadline).then(
       (result) => {
-        this.#observe(parts, batch, started, true);
-        this.#settle(parts, result, undefined);
+        this.#settle(parts, result, undefined, this.#observe(parts, batch, started, true));
       },
       (error: unknown) => {
-        this.#observe(parts, batch, started, false);
-        this.#settle(parts, undefined, error);
+        this.#settle(parts, undefined, error, this.#observe(parts, batch, started, false));
       },
     );
   }
 
-  #observe(parts: Part[], batch: WriteBatch, started: number, ok: boolean): void {
+  /** Records the settled batch in the metrics and the diagnostics channel; returns the time it read. */
+  #observe(parts: Part[], batch: WriteBatch, started: number, ok: boolean): number {
     const now = performance.now();
     const seconds = (now - started) / 1000;
     if (batchChannel.hasSubscribers) publishBatch(parts, batch, started, now, ok);
     const h = ok ? this.#commitOk : this.#commitError;
     if (batch.inserts.length > 0) h.ins.observe(seconds);
     if (batch.outcomes.length > 0) h.out.observe(seconds);
+    return now;
   }
 
-  #settle(parts: Part[], result: WriteResult | undefined, error: unknown): void {
+  /** Answers the batch's callers; `now` ends the writer's busy period when it was the last in flight. */
+  #settle(parts: Part[], result: WriteResult | undefined, error: unknown, now: number): void {
     this.#inflight.delete(parts);
-    if (this.#inflight.size === 0) this.#busyClock.stop(performance.now());
+    if (this.#inflight.size === 0) this.#busyClock.stop(now);
     let i = 0;
     let o = 0;
     for (const part of parts) {
