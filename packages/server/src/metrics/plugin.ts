@@ -76,7 +76,7 @@ async function metricsPlugin(app: FastifyInstance): Promise<void> {
     if (now - refreshedAt < GAUGE_CACHE_MS) return;
     refreshing ??= (async () => {
       try {
-        const g = await readStoreGauges(ctx.store.db);
+        const g = await readStoreGauges(ctx.store.db, ctx.store.dialect);
         metrics.pendingRecords.set(g.pendingRecords);
         metrics.proofBatchesUnsealed.set(g.unsealedBatches);
         metrics.proofLag.set(g.oldestUnsealedWindowEnd === null ? 0 : Math.max(0, (now - g.oldestUnsealedWindowEnd) / 1000));

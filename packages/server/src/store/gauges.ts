@@ -1,10 +1,13 @@
 /**
  * The few counts `GET /metrics` reads from the database. Each is an index range (pending
- * records: `logs_pending_owner`; unsealed batches: `proof_batches_state`), and the metrics
- * plugin runs them at most once every few seconds, whatever the scrape rate.
+ * records: `logs_pending_owner`, read as pending-index.ts says; unsealed batches:
+ * `proof_batches_state`), and the metrics plugin runs them at most once every few seconds,
+ * whatever the scrape rate.
  */
 import { sql, type Kysely } from 'kysely';
 import type { Database } from './schema.js';
+import type { Dialect } from './open.js';
+import { readPendingIndex } from './pending-index.js';
 import { BUILDING_STATES, SEALING_STATES, type ProofDatabase } from './proofs.js';
 
 /** What the scrape-time gauges show. */
@@ -19,15 +22,19 @@ export interface StoreGauges {
   webhookBacklog: number;
 }
 
+/** How many records are pending (read as pending-index.ts says). */
+export function pendingCount(db: Kysely<Database>) {
+  return db
+    .selectFrom('logs')
+    .select(sql<number>`count(*)`.as('n'))
+    .where('status', '=', 'pending');
+}
+
 /** Reads {@link StoreGauges}. */
-export async function readStoreGauges(db: Kysely<Database>): Promise<StoreGauges> {
+export async function readStoreGauges(db: Kysely<Database>, dialect: Dialect): Promise<StoreGauges> {
   const pdb = db as unknown as Kysely<ProofDatabase>;
   const [pending, unsealed, backlog] = await Promise.all([
-    db
-      .selectFrom('logs')
-      .select(sql<number>`count(*)`.as('n'))
-      .where('status', '=', 'pending')
-      .executeTakeFirstOrThrow(),
+    readPendingIndex(db, dialect, (db) => pendingCount(db).executeTakeFirstOrThrow()),
     pdb
       .selectFrom('proof_batches')
       .select([sql<number>`count(*)`.as('n'), sql<number | null>`min(window_end)`.as('oldest')])

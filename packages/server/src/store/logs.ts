@@ -8,6 +8,7 @@ import { sql, type Kysely, type SelectQueryBuilder } from 'kysely';
 import type { Database, LogsTable } from './schema.js';
 import type { LogWriter } from './log-writer.js';
 import type { InstanceLiveness } from './instances.js';
+import { readPendingIndex } from './pending-index.js';
 
 /** A log entry to insert. `payload` is the envelope JSON text. */
 export interface NewLog {
@@ -88,6 +89,11 @@ export interface LogFilter {
   afterSeq?: number | undefined;
 }
 
+/** The owners of pending records (the orphan sweep's first read; see pending-index.ts). */
+export function pendingOwners(db: Kysely<Database>) {
+  return db.selectFrom('logs').select('instance_id').distinct().where('status', '=', 'pending');
+}
+
 /** Data access for log entries. */
 export class LogRepository {
   constructor(
@@ -129,7 +135,7 @@ export class LogRepository {
    * to it. Run at start and periodically. Returns how many records were marked.
    */
   async markOrphansInterrupted(at: number, liveness: InstanceLiveness): Promise<number> {
-    const owners = await this.db.selectFrom('logs').select('instance_id').distinct().where('status', '=', 'pending').execute();
+    const owners = await readPendingIndex(this.db, this.dialect, (db) => pendingOwners(db).execute());
     let marked = 0;
     for (const { instance_id: owner } of owners) {
       const mark = async () => {
