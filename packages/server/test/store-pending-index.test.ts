@@ -12,10 +12,10 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import pg from 'pg';
+import { sql, type Expression, type Kysely } from 'kysely';
 import { freshPostgresDatabase, STORES, tempDir } from './helpers/server.js';
 import { proofLog } from './proofs-helpers.js';
 import { Store, type NewLog } from '../src/store/index.js';
-import { CompiledQuery, type Kysely } from 'kysely';
 import { pendingCount, readStoreGauges } from '../src/store/gauges.js';
 import { pendingOwners } from '../src/store/logs.js';
 import { readPendingIndex } from '../src/store/pending-index.js';
@@ -70,12 +70,9 @@ for (const _ of STORES.filter((s) => s === 'postgres'))
       );
       assert.ok(completedBlocks >= 50, `the completed calls fill ${completedBlocks} heap blocks`);
       /** PostgreSQL's plan of `query` run as `read` runs it: node types, and buffers touched. */
-      const explain = async (query: { compile(): CompiledQuery }, read: <T>(run: (db: Kysely<Database>) => Promise<T>) => Promise<T>) => {
-        const { sql: text, parameters } = query.compile();
+      const explain = async (query: Expression<unknown>, read: <T>(run: (db: Kysely<Database>) => Promise<T>) => Promise<T>) => {
         const r = await read((db) =>
-          db.executeQuery<{ 'QUERY PLAN': [{ Plan: PlanNode }] }>(
-            CompiledQuery.raw(`explain (analyze, buffers, format json) ${text}`, [...parameters]),
-          ),
+          sql<{ 'QUERY PLAN': [{ Plan: PlanNode }] }>`explain (analyze, buffers, format json) ${query}`.execute(db),
         );
         const root = r.rows[0]!['QUERY PLAN'][0].Plan;
         const types: string[] = [];

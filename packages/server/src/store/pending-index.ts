@@ -27,8 +27,8 @@ import type { Dialect } from './open.js';
 export async function readPendingIndex<T>(db: Kysely<Database>, dialect: Dialect, read: (db: Kysely<Database>) => Promise<T>): Promise<T> {
   if (dialect !== 'postgres') return read(db);
   return db.transaction().execute(async (tx) => {
-    await sql`set local enable_bitmapscan = off`.execute(tx);
-    await sql`set local enable_seqscan = off`.execute(tx);
+    // One round trip for both settings (`set local` takes one at a time).
+    await sql`select set_config('enable_bitmapscan', 'off', true), set_config('enable_seqscan', 'off', true)`.execute(tx);
     return read(tx);
   });
 }
