@@ -31,6 +31,29 @@ interface PlanNode {
 
 const CALLS = 3000;
 
+/**
+ * Waits until every row version deleted before this call is dead to any new snapshot, which is
+ * when an index scan may mark its entry dead: no transaction with an older id runs in any
+ * database of the cluster (a snapshot's horizon counts every running transaction id, so another
+ * test file's, under CI's concurrency, kept the last completions alive), and no older snapshot
+ * is held in this database.
+ */
+async function untilNoTransactionPrecedesNow(admin: pg.Client): Promise<void> {
+  const now = (await admin.query<{ xid: string }>('select pg_current_xact_id()::xid::text as xid')).rows[0]!.xid;
+  for (const deadline = Date.now() + 60_000; ;) {
+    const older = await admin.query<{ datname: string; state: string; age: string; query: string }>(
+      `select datname, state, (now() - xact_start)::text as age, query from pg_stat_activity
+        where pid <> pg_backend_pid()
+          and (age(backend_xid) >= age($1::xid)
+               or (datname = current_database() and age(backend_xmin) >= age($1::xid)))`,
+      [now],
+    );
+    if (older.rows.length === 0) return;
+    assert.ok(Date.now() < deadline, `transactions older than the completed calls ran for a minute: ${JSON.stringify(older.rows)}`);
+    await new Promise((resolve) => setTimeout(resolve, 50));
+  }
+}
+
 // PostgreSQL only (SQLite removes an index entry when its row leaves the index; CI always has
 // PostgreSQL: COUNTERSIGN_REQUIRE_POSTGRES).
 for (const _ of STORES.filter((s) => s === 'postgres'))
@@ -91,8 +114,12 @@ for (const _ of STORES.filter((s) => s === 'postgres'))
           assert.ok(e.buffers >= completedBlocks, `${e.buffers} buffers`);
         }
 
-      // The store's reads: the first visits the dead entries once (and marks them); the sweep
-      // marks the gone instance's records and leaves the live one's.
+      // The store's reads: the first visits the dead entries once and marks them, provided they
+      // are dead to every snapshot. A snapshot taken while any transaction older than the
+      // completions still runs, in any database of the cluster (another test file's, under CI's
+      // concurrency), keeps them, so wait for those to end first.
+      await untilNoTransactionPrecedesNow(admin);
+      // The sweep marks the gone instance's records and leaves the live one's.
       assert.equal((await readStoreGauges(st.db, st.dialect)).pendingRecords, 3);
       assert.equal(await st.markOrphanedRecordsInterrupted(Date.now()), 2);
       const statuses = await admin.query<{ id: string; status: string }>('select id, status from logs where id = any($1)', [

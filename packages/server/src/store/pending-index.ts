@@ -12,7 +12,8 @@
  * session). A plain index scan visits each dead entry once and marks it dead in the index
  * (`kill_prior_tuple`), so the next read skips it: each read costs the calls completed since the
  * last one (and a walk over the index's pages), not a heap visit for every call since the last
- * VACUUM.
+ * VACUUM. (An entry can be marked only once no transaction that began before its outcome still
+ * runs; docs/operations.md, "Vacuum".)
  * SQLite removes an entry when its row leaves the index, so there the reads run as they are.
  */
 import { sql, type Kysely } from 'kysely';
