@@ -23,7 +23,10 @@
  * by whether the load core was idle, bench/proxy/send-path.ts), TAIL_PROFILE=1 (samples the event
  * loop with `perf record -g` for a few seconds mid-run, the process under `--perf-basic-prof`, and
  * charges each sample to a part of the call: bench/proxy/loop-profile.ts), TAIL_BATCHES=1 (the store writer's
- * batches: queue, backend time, rows, and those of the slow requests, bench/proxy/store-batches.ts).
+ * batches: queue, backend time, rows, and those of the slow requests, bench/proxy/store-batches.ts),
+ * TAIL_WRITEBACK=1 (traces the disk's requests for the whole run with `perf`: when the kernel's
+ * flusher wrote dirty pages back, the slow onsets during it, and the disk's cache flushes during
+ * and after it against the others, bench/proxy/writeback-trace.ts).
  * On a local PostgreSQL it also reports what the database's backends spent per call.
  * Countersign and the floor run as built unless PROXY_BENCH_FROM=src (bench/proxy/built.ts).
  * The stall log preloaded into them ticks every 5 ms and watches GC: it costs the event loop
@@ -42,6 +45,7 @@ import { canTraceSendPath, describeSendPath, sendPathReport, traceSendPath } fro
 import { canProfileLoop, describeLoopProfile, loopProfileReport, recordLoop } from './proxy/loop-profile.js';
 import { batchReport, describeBatches, readBatches, watchPostgresBackends } from './proxy/store-batches.js';
 import { attributeOnsets, type TailEvent } from './proxy/tail-attribution.js';
+import { canTraceWriteback, describeBlockTrace, readBlockTrace, traceWriteback, writebackEvents } from './proxy/writeback-trace.js';
 
 const RATE = Number(process.env.TAIL_RATE ?? 1000);
 const SECONDS = Number(process.env.TAIL_SECONDS ?? (process.env.BENCH_QUICK === '1' ? 3 : 15));
@@ -58,6 +62,7 @@ const SEND_PATH = process.env.TAIL_SEND_PATH === '1';
 const PROFILE = process.env.TAIL_PROFILE === '1';
 const WARMUP_S = Number(process.env.TAIL_WARMUP ?? 3);
 const BATCHES = process.env.TAIL_BATCHES === '1';
+const WRITEBACK = process.env.TAIL_WRITEBACK === '1';
 // TAIL_DOOR=forward: Countersign through forward mode (the SDK drop-in) instead of POST /v1/proxy.
 const FORWARD = process.env.TAIL_DOOR === 'forward';
 const SLOW_MS = 5;
@@ -79,6 +84,8 @@ export default async function tailBench(): Promise<Record<string, unknown>> {
     throw new Error('TAIL_SEND_PATH=1 needs perf (linux-perf) and permission to trace (root, or perf_event_paranoid -1)');
   if (PROFILE && !canProfileLoop())
     throw new Error('TAIL_PROFILE=1 needs perf (linux-perf) and permission to record (root, or perf_event_paranoid -1)');
+  if (WRITEBACK && !canTraceWriteback())
+    throw new Error('TAIL_WRITEBACK=1 needs perf (linux-perf) and permission to trace (root, or perf_event_paranoid -1)');
   pinSelf();
   const children: Child[] = [];
   const stallFile = path.join(os.tmpdir(), `proxy-tail-${process.pid}.jsonl`);
@@ -124,6 +131,8 @@ export default async function tailBench(): Promise<Record<string, unknown>> {
     const profileTimer = PROFILE
       ? setTimeout(() => (profiling = recordLoop(pid, traceSeconds, CORES.load)), (SECONDS * 1000) / 3)
       : undefined;
+    // The write-back trace spans the whole run and a second past it (its answers' completions).
+    const writeback = WRITEBACK ? traceWriteback(SECONDS + 1, CORES.load) : undefined;
     const run = await openLoop(pool, spec, RATE, SECONDS, (due, us) => samples.push([due, us / 1000]));
     clearTimeout(traceTimer);
     clearTimeout(profileTimer);
@@ -138,13 +147,16 @@ export default async function tailBench(): Promise<Record<string, unknown>> {
     if (BATCHES) await new Promise((r) => setTimeout(r, 300)); // the stall log writes its batches five times a second
     const batches = BATCHES ? batchReport(readBatches(batchFile, from), samples, SLOW_MS) : undefined;
 
+    const writebackFile = await writeback?.file;
+    const blocks = writebackFile ? readBlockTrace(writebackFile, writeback!.epochOffsetMs) : undefined;
     const events: TailEvent[] = fs
       .readFileSync(stallFile, 'utf8')
       .split('\n')
       .filter(Boolean)
       .map((l) => JSON.parse(l) as TailEvent)
-      .filter((e) => e.at >= from);
-    const big = events.filter((e) => e.ms >= BIG_EVENT_MS);
+      .filter((e) => e.at >= from)
+      .concat(writebackEvents(blocks));
+    const big = events.filter((e) => e.what !== 'writeback' && e.ms >= BIG_EVENT_MS);
     if (process.env.TAIL_DUMP) fs.writeFileSync(process.env.TAIL_DUMP, JSON.stringify({ samples, events }));
     const onsets = attributeOnsets(samples, events, SLOW_MS);
     const checkpoints: Record<string, { count: number; p50_ms: number; max_ms: number }> = {};
@@ -226,6 +238,7 @@ export default async function tailBench(): Promise<Record<string, unknown>> {
       store_batches: batches,
       send_path: sendPath,
       loop_profile: loopProfile,
+      block_trace: blocks,
     };
     const l = out.latency_ms;
     process.stdout.write(
@@ -252,6 +265,7 @@ export default async function tailBench(): Promise<Record<string, unknown>> {
           : []),
         ...(batches ? [describeBatches(batches, run.ok)] : BATCHES ? ['store batches: none published'] : []),
         ...(scavenges ? [describeScavengePhases(scavenges)] : []),
+        ...(blocks ? [describeBlockTrace(blocks, from)] : WRITEBACK ? ['kernel write-back: the perf trace did not run'] : []),
         ...(sendPath ? [describeSendPath(sendPath)] : SEND_PATH ? ['socket writes: the perf trace did not run'] : []),
         ...(loopProfile
           ? [describeLoopProfile(loopProfile, out.cpu_us_per_call.event_loop_thread)]

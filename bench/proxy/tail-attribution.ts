@@ -1,6 +1,7 @@
 /**
  * Lays the slow requests of an open-loop run beside what the process logged (bench/proxy/stall-log.ts):
- * GC pauses, event-loop stalls and SQLite checkpoints. A stall of the proxy shows in the
+ * GC pauses, event-loop stalls and SQLite checkpoints; and, when traced, the kernel's write-back
+ * bursts (writeback-trace.ts). A stall of the proxy shows in the
  * latencies as an onset (a request over the slow mark right after one well under it) followed by
  * requests whose latency falls by a millisecond per millisecond: counting onsets, not slow
  * requests, counts the stalls themselves. Each onset is charged to every event that overlaps the
@@ -11,7 +12,7 @@
 
 /** An event of the stall log. */
 export interface TailEvent {
-  what: 'gc' | 'stall' | 'checkpoint';
+  what: 'gc' | 'stall' | 'checkpoint' | 'writeback';
   kind?: string;
   /** Epoch ms. */
   at: number;
@@ -32,6 +33,7 @@ export interface Attribution {
 function causeOf(e: TailEvent): string {
   if (e.what === 'gc') return e.kind === 'scavenge' ? 'scavenge' : 'major GC';
   if (e.what === 'checkpoint') return `checkpoint (${e.kind?.split(' ')[0] ?? '?'})`;
+  if (e.what === 'writeback') return 'kernel write-back';
   return 'event-loop stall';
 }
 
