@@ -15,6 +15,10 @@
  * end, even after a failure, so that the machine is left as variant A has it. Every other knob of
  * the tail study (TAIL_RATE, TAIL_SECONDS, TAIL_STORE, TAIL_DOOR, …) applies to both.
  *
+ * With TAIL_WRITEBACK=1 (a trace of the disk's requests in every run) the disk's cache flushes are
+ * compared too, p99 and max: a setting of the disk or the kernel shows there even when the proxy's
+ * core is too noisy for the latency to show it.
+ *
  * Run: `PAIRED_B_TREE=/tmp/base npm run bench -- paired` (PAIRED_PAIRS pairs, default 8: about
  * six minutes at the tail study's defaults, ~20 s a run; BENCH_QUICK=1 runs one short pair). Reports each
  * pair's run, then per figure the medians, the median of the pairs' differences (B − A), how many
@@ -67,11 +71,18 @@ const FIGURES: Array<[name: string, read: (r: TailResult) => number]> = [
   ['other threads µs/call', (r) => r.cpu_us_per_call.other_threads],
 ];
 
+/** With TAIL_WRITEBACK=1, the disk's cache flushes too: a setting of the disk shows there whatever the CPU does. */
+const FLUSH_FIGURES: Array<[name: string, read: (r: TailResult) => number]> = [
+  ['disk cache flush p99 ms', (r) => r.block_trace!.flushes.p99_ms],
+  ['disk cache flush max ms', (r) => r.block_trace!.flushes.max_ms],
+];
+
 /** What this bench reads of tail.bench.ts's result. */
 interface TailResult {
   latency_ms: { p50: number; p90: number; p99: number; p999: number };
   cpu_us_per_call: { event_loop_thread: number; other_threads: number };
   errors: number;
+  block_trace?: { flushes: { p99_ms: number; max_ms: number } };
 }
 
 /** One tail study of `v`, in its own process, as `npm run bench -- tail` runs it in that tree. */
@@ -122,7 +133,8 @@ export default async function pairedBench(): Promise<Record<string, unknown>> {
     setUp(a);
   }
 
-  const comparison = FIGURES.map(([name, read]) => {
+  const traced = [...runs.A, ...runs.B].every((r) => r.block_trace);
+  const comparison = [...FIGURES, ...(traced ? FLUSH_FIGURES : [])].map(([name, read]) => {
     const xa = runs.A.map(read);
     const xb = runs.B.map(read);
     const test = signedRank(xa, xb);

@@ -64,6 +64,8 @@ export interface FlushTimes {
 export interface BlockTrace {
   /** The flusher's bursts of at least {@link MIN_BURST_BYTES}. */
   bursts: WritebackBurst[];
+  /** Every flush of the run. */
+  flushes: FlushTimes;
   /** Flushes issued during a burst or within {@link AFTER_BURST_S} after it. */
   flushesDuringBursts: FlushTimes;
   flushesOtherwise: FlushTimes;
@@ -129,6 +131,7 @@ export function blockTraceOf(perfScript: string, epochOffsetMs: number): BlockTr
   }
   return {
     bursts: big.map((b) => ({ at: b.from * 1000 + epochOffsetMs, ms: (b.to - b.from) * 1000, bytes: b.bytes })),
+    flushes: flushTimes([...during, ...otherwise]),
     flushesDuringBursts: flushTimes(during),
     flushesOtherwise: flushTimes(otherwise),
   };
@@ -156,6 +159,6 @@ export function describeBlockTrace(trace: BlockTrace, runStartMs: number): strin
   return [
     `kernel write-back bursts (≥ 1 MB): ${trace.bursts.length}` +
       trace.bursts.map((b) => `; ${Math.round((b.at - runStartMs) / 100) / 10} s: ${mb(b.bytes)} MB in ${Math.round(b.ms)} ms`).join(''),
-    `disk cache flushes issued during a burst or ${AFTER_BURST_S} s after: ${f(trace.flushesDuringBursts)}; otherwise: ${f(trace.flushesOtherwise)}`,
+    `disk cache flushes: ${f(trace.flushes)}; issued during a burst or ${AFTER_BURST_S} s after: ${f(trace.flushesDuringBursts)}; otherwise: ${f(trace.flushesOtherwise)}`,
   ].join('\n');
 }

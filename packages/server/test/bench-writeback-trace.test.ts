@@ -46,7 +46,7 @@ describe('the write-back trace of the tail benchmark', () => {
       `         swapper 2541.001000:  block:block_rq_complete: 254,0 FF () 18446744073709551615 + 0 0x0,0,0 [0]`,
       '',
     ].join('\n');
-    const { bursts, flushesDuringBursts, flushesOtherwise } = blockTraceOf(trace, 1_795_859_265_654);
+    const { bursts, flushes, flushesDuringBursts, flushesOtherwise } = blockTraceOf(trace, 1_795_859_265_654);
     assert.equal(bursts.length, 2);
     const [first, second] = bursts;
     assert.equal(first!.bytes, (8192 + 2048 + 4096) * 512);
@@ -58,6 +58,7 @@ describe('the write-back trace of the tail benchmark', () => {
     assert.equal(flushesOtherwise.n, 3);
     assert.equal(flushesOtherwise.max_ms, 1);
     assert.equal(flushesOtherwise.p50_ms, 0.5);
+    assert.deepEqual(flushes, { n: 4, p50_ms: 1, p99_ms: 330, max_ms: 330 });
   });
 
   it('reads nothing into a trace without the flusher', () => {
