@@ -45,7 +45,7 @@ import { canTraceSendPath, describeSendPath, sendPathReport, traceSendPath } fro
 import { canProfileLoop, describeLoopProfile, loopProfileReport, recordLoop } from './proxy/loop-profile.js';
 import { batchReport, describeBatches, readBatches, watchPostgresBackends } from './proxy/store-batches.js';
 import { attributeOnsets, type TailEvent } from './proxy/tail-attribution.js';
-import { canTraceWriteback, describeBlockTrace, readBlockTrace, traceWriteback, writebackEvents } from './proxy/writeback-trace.js';
+import { canTraceWriteback, describeBlockTrace, traceWriteback, writebackEvents } from './proxy/writeback-trace.js';
 
 const RATE = Number(process.env.TAIL_RATE ?? 1000);
 const SECONDS = Number(process.env.TAIL_SECONDS ?? (process.env.BENCH_QUICK === '1' ? 3 : 15));
@@ -147,8 +147,7 @@ export default async function tailBench(): Promise<Record<string, unknown>> {
     if (BATCHES) await new Promise((r) => setTimeout(r, 300)); // the stall log writes its batches five times a second
     const batches = BATCHES ? batchReport(readBatches(batchFile, from), samples, SLOW_MS) : undefined;
 
-    const writebackFile = await writeback?.file;
-    const blocks = writebackFile ? readBlockTrace(writebackFile, writeback!.epochOffsetMs) : undefined;
+    const blocks = await writeback;
     const events: TailEvent[] = fs
       .readFileSync(stallFile, 'utf8')
       .split('\n')

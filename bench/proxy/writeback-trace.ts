@@ -28,19 +28,22 @@ const MIN_BURST_BYTES = 1 << 20;
 /** A cache flush issued this long after a burst ended still counts as "during" it, s. */
 const AFTER_BURST_S = 1;
 
+/** `perf record` of every core, stamped on CLOCK_MONOTONIC (the clock `process.hrtime` reads). */
+const RECORD_ALL = ['-a', '-k', 'CLOCK_MONOTONIC'];
+
 /** True when `perf` may open the block tracepoints (root, or a low perf_event_paranoid). */
 export function canTraceWriteback(): boolean {
-  return canPerfRecord(['-a', '-k', 'CLOCK_MONOTONIC', '-e', 'block:block_rq_issue']);
+  return canPerfRecord([...RECORD_ALL, '-e', 'block:block_rq_issue']);
 }
 
 /**
- * Starts recording every core's block requests for `seconds` (perf on `loadCore`). Resolves with
- * the data file, or undefined, and the offset from CLOCK_MONOTONIC to epoch ms.
+ * Records every core's block requests for `seconds` (perf on `loadCore`), then reads the trace.
+ * Resolves with what it says, or undefined when perf could not run.
  */
-export function traceWriteback(seconds: number, loadCore: string): { file: Promise<string | undefined>; epochOffsetMs: number } {
-  // process.hrtime reads CLOCK_MONOTONIC, the clock perf is told to stamp with.
+export async function traceWriteback(seconds: number, loadCore: string): Promise<BlockTrace | undefined> {
   const epochOffsetMs = Date.now() - Number(process.hrtime.bigint()) / 1e6;
-  return { file: perfRecord('writeback', ['-a', '-k', 'CLOCK_MONOTONIC', '-e', EVENTS], seconds, loadCore), epochOffsetMs };
+  const file = await perfRecord('writeback', [...RECORD_ALL, '-e', EVENTS], seconds, loadCore);
+  return file ? readBlockTrace(file, epochOffsetMs) : undefined;
 }
 
 /** One burst of the flusher's writes. */
@@ -72,7 +75,7 @@ export interface BlockTrace {
 }
 
 /** Reads the trace (and removes it). */
-export function readBlockTrace(file: string, epochOffsetMs: number): BlockTrace {
+function readBlockTrace(file: string, epochOffsetMs: number): BlockTrace {
   const script = spawnSync('perf', ['script', '-i', file, '-F', 'comm,time,event,trace'], { encoding: 'utf8', maxBuffer: 1 << 30 });
   fs.rmSync(file, { force: true });
   return blockTraceOf(script.stdout, epochOffsetMs);
@@ -143,7 +146,7 @@ function flushTimes(ms: number[]): FlushTimes {
     n: ms.length,
     p50_ms: r2(quantile(ms, 0.5)),
     p99_ms: r2(quantile(ms, 0.99)),
-    max_ms: r2(ms.reduce((a, b) => Math.max(a, b), 0)),
+    max_ms: r2(quantile(ms, 1)),
   };
 }
 

@@ -14,6 +14,7 @@ import assert from 'node:assert/strict';
 import pg from 'pg';
 import { sql, type Expression, type Kysely } from 'kysely';
 import { freshPostgresDatabase, STORES, tempDir } from './helpers/server.js';
+import { waitFor } from './helpers/upstreams.js';
 import { proofLog } from './proofs-helpers.js';
 import { Store, type NewLog } from '../src/store/index.js';
 import { pendingCount, readStoreGauges } from '../src/store/gauges.js';
@@ -40,18 +41,22 @@ const CALLS = 3000;
  */
 async function untilNoTransactionPrecedesNow(admin: pg.Client): Promise<void> {
   const now = (await admin.query<{ xid: string }>('select pg_current_xact_id()::xid::text as xid')).rows[0]!.xid;
-  for (const deadline = Date.now() + 60_000; ;) {
-    const older = await admin.query<{ datname: string; state: string; age: string; query: string }>(
-      `select datname, state, (now() - xact_start)::text as age, query from pg_stat_activity
-        where pid <> pg_backend_pid()
-          and (age(backend_xid) >= age($1::xid)
-               or (datname = current_database() and age(backend_xmin) >= age($1::xid)))`,
-      [now],
-    );
-    if (older.rows.length === 0) return;
-    assert.ok(Date.now() < deadline, `transactions older than the completed calls ran for a minute: ${JSON.stringify(older.rows)}`);
-    await new Promise((resolve) => setTimeout(resolve, 50));
-  }
+  let older: unknown[] = [];
+  const noneOlder = async () => {
+    older = (
+      await admin.query(
+        `select datname, state, (now() - xact_start)::text as age, query from pg_stat_activity
+          where pid <> pg_backend_pid()
+            and (age(backend_xid) >= age($1::xid)
+                 or (datname = current_database() and age(backend_xmin) >= age($1::xid)))`,
+        [now],
+      )
+    ).rows;
+    return older.length === 0 ? true : undefined;
+  };
+  await waitFor(noneOlder, 1200, 50).catch(() =>
+    assert.fail(`transactions older than the completed calls ran for a minute: ${JSON.stringify(older)}`),
+  );
 }
 
 // PostgreSQL only (SQLite removes an index entry when its row leaves the index; CI always has
