@@ -11,7 +11,8 @@
  * each rate warmed up at that rate first; saturation with 32 connections, closed loop; CPU per
  * call of the proxy process (all threads, /proc/<pid>/stat) at each rate and at saturation; SSE
  * time to the first event (streams of 50 events, one stream at a time); for Countersign on
- * SQLite, the `-wal` file's size (peak while running, at the end, and after 2 s idle).
+ * SQLite, the `-wal` file's size (peak while running, at the end, and after 2 s idle). Before
+ * and after, the proxy core's prices at that moment (proxy/machine-moment.ts), to read the run by.
  *
  * Run: `npm run bench -- proxy` (a few minutes). `BENCH_QUICK=1` is a smoke run (well under a
  * minute, figures not meaningful). Knobs: PROXY_BENCH_ROUNDS (medians over rounds, default 1),
@@ -30,6 +31,7 @@ import os from 'node:os';
 import path from 'node:path';
 import type { Pool } from 'undici';
 import { freshDatabaseOffCore } from './proxy/pin-postgres.js';
+import { formatMoment, measureMachineMoment, QUICK_PROBE } from './proxy/machine-moment.js';
 import {
   CAN_PIN,
   CORES,
@@ -148,6 +150,8 @@ export default async function proxyBench(): Promise<Record<string, unknown>> {
   const walPeak = new Map<string, number>();
   let sampler: NodeJS.Timeout | undefined;
   const out: Record<string, unknown> = {};
+  // The proxy core's prices before and after: which of them moved, when the floor's figures did.
+  const momentBefore = await measureMachineMoment(CORES.proxy, QUICK ? QUICK_PROBE : undefined);
   try {
     const upstream = await startRole('upstream', 'upstream', CORES.load);
     children.push(upstream);
@@ -276,7 +280,14 @@ export default async function proxyBench(): Promise<Record<string, unknown>> {
       quick: QUICK,
       pinned: CAN_PIN ? { proxies: CORES.proxy, load_and_upstream: CORES.load, postgres_on_load_core: pgPinned } : false,
     };
-    out.machine = { cpus: os.cpus().length, load_1min_before: loadBefore, load_1min_after: os.loadavg()[0]! };
+    const momentAfter = await measureMachineMoment(CORES.proxy, QUICK ? QUICK_PROBE : undefined);
+    out.machine = {
+      cpus: os.cpus().length,
+      load_1min_before: loadBefore,
+      load_1min_after: os.loadavg()[0]!,
+      proxy_core_before: momentBefore,
+      proxy_core_after: momentAfter,
+    };
 
     process.stdout.write('\n' + table(figures, RATES, CONNECTIONS) + '\n\n');
     const spread = roundLines(figures, 1000);
@@ -284,6 +295,8 @@ export default async function proxyBench(): Promise<Record<string, unknown>> {
     process.stdout.write(ratioLines(out.ratio_to_node_floor as Record<string, Record<string, number>>, 'Node floor') + '\n');
     if (out.ratio_to_nginx) process.stdout.write(ratioLines(out.ratio_to_nginx as Record<string, Record<string, number>>, 'nginx') + '\n');
     process.stdout.write(`(1-minute load before ${loadBefore.toFixed(2)}, after ${os.loadavg()[0]!.toFixed(2)})\n`);
+    process.stdout.write(`the proxy core's prices before: ${formatMoment(momentBefore)}\n`);
+    process.stdout.write(`                        after: ${formatMoment(momentAfter)}\n`);
   } finally {
     if (sampler) clearInterval(sampler);
     await Promise.all(targets.map((t) => t.pool.close().catch(() => undefined)));

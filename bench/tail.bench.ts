@@ -27,7 +27,9 @@
  * TAIL_WRITEBACK=1 (traces the disk's requests for the whole run with `perf`: when the kernel's
  * flusher wrote dirty pages back, the slow onsets during it, and the disk's cache flushes during
  * and after it against the others, bench/proxy/writeback-trace.ts).
- * On a local PostgreSQL it also reports what the database's backends spent per call.
+ * On a local PostgreSQL it also reports what the database's backends spent per call. Before the
+ * run it probes the proxy core's prices (bench/proxy/machine-moment.ts) and reports what the
+ * call's wake-ups come to at that moment's price of one.
  * Countersign and the floor run as built unless PROXY_BENCH_FROM=src (bench/proxy/built.ts).
  * The stall log preloaded into them ticks every 5 ms and watches GC: it costs the event loop
  * ~10-30 µs per call at 1,000 req/s, so the CPU figures here are a little above the proxy
@@ -38,6 +40,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { freshDatabaseOffCore } from './proxy/pin-postgres.js';
+import { formatMoment, measureMachineMoment, QUICK_PROBE } from './proxy/machine-moment.js';
 import { CORES, COUNTERSIGN_FLAGS, pinSelf, startRole, threadCounters, type Child } from './proxy/children.js';
 import { clientFor, forwardDoorCall, openLoop, pctMs, plainJsonCall, proxyDoorCall, REQUEST_BODY, type CallSpec } from './proxy/load.js';
 import { describeScavengePhases, scavengePhases } from './proxy/scavenge-phases.js';
@@ -87,6 +90,8 @@ export default async function tailBench(): Promise<Record<string, unknown>> {
   if (WRITEBACK && !canTraceWriteback())
     throw new Error('TAIL_WRITEBACK=1 needs perf (linux-perf) and permission to trace (root, or perf_event_paranoid -1)');
   pinSelf();
+  // The proxy core's prices (machine-moment.ts), before anything runs on it.
+  const moment = await measureMachineMoment(CORES.proxy, process.env.BENCH_QUICK === '1' ? QUICK_PROBE : undefined);
   const children: Child[] = [];
   const stallFile = path.join(os.tmpdir(), `proxy-tail-${process.pid}.jsonl`);
   const batchFile = path.join(os.tmpdir(), `proxy-tail-batches-${process.pid}.jsonl`);
@@ -201,6 +206,9 @@ export default async function tailBench(): Promise<Record<string, unknown>> {
         { cpu_us: perCall(r.cpu), wake_ups: Math.round((r.wakeUps / Math.max(1, run.ok)) * 100) / 100 },
       ]),
     );
+    // What the wake-ups of a call come to at the probe's price of one (an estimate: the probe's is
+    // a timer's wake-up of an idle core; a thread woken by another's message pays about the same).
+    const wakeUpsPerCall = Object.values(threads).reduce((a, t) => a + t.wake_ups, 0);
     const out = {
       store: DIRECT ? 'direct' : FLOOR ? 'floor' : STORE,
       rate: RATE,
@@ -233,6 +241,8 @@ export default async function tailBench(): Promise<Record<string, unknown>> {
         share_of_core: Math.round(((mainCpu + others) / SECONDS) * 100) / 100,
       },
       per_call_by_thread: threads,
+      machine_moment: moment,
+      wake_ups_per_call: Math.round(wakeUpsPerCall * 100) / 100,
       database_backends_per_call: databaseCost,
       store_batches: batches,
       send_path: sendPath,
@@ -259,6 +269,7 @@ export default async function tailBench(): Promise<Record<string, unknown>> {
           .filter(([, t]) => t.cpu_us > 0 || t.wake_ups >= 0.01)
           .map(([name, t]) => `${name} ${t.cpu_us} µs, ${t.wake_ups}`)
           .join('; ')}`,
+        `the proxy core's prices: ${formatMoment(moment)}; so the call's ${out.wake_ups_per_call} wake-ups ≈ ${Math.round(wakeUpsPerCall * moment.wakeUs)} µs of its ${out.cpu_us_per_call.event_loop_thread + out.cpu_us_per_call.other_threads}`,
         ...(databaseCost
           ? [`PostgreSQL's backends (load core), per call: CPU ${databaseCost.cpu_us} µs, waiting for the core ${databaseCost.wait_us} µs`]
           : []),
