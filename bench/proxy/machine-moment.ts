@@ -15,9 +15,9 @@
  * - `roundTripUs`: one message to a worker thread and its answer, both threads on that core (the
  *   shape of Countersign's hand-off to its writer thread).
  *
- * On 2026-11-28, 14:26-14:35 UTC (seventeenth session), six probes of the proxy core read a loop
- * step of 0.72-0.95 ns, a system call of 1.3-1.8 µs, a wake-up of 61-122 µs and a round trip of
- * 40-61 µs (docs/performance.md, "What a wake-up costs").
+ * On 2026-11-28, 14:25-14:28 UTC (seventeenth session), six probes of the proxy core read a loop
+ * step of 0.72-0.95 ns, a system call of 1.3-1.8 µs, a wake-up of 65-122 µs and a round trip of
+ * 42-61 µs (docs/performance.md, "What a wake-up costs").
  */
 import { spawn } from 'node:child_process';
 import { pinned } from './children.js';
