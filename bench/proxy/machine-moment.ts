@@ -9,11 +9,12 @@
  * - `wakeUs`: what a wake-up from idle adds to the CPU time charged for a fixed piece of work,
  *   when that work is done 1,000 times a second on a timer instead of back to back. On this VM an
  *   idle virtual CPU halts, and both the halt and the wake-up go through the hypervisor; the time
- *   that costs is charged to the guest's thread. A call at a fixed rate pays it once for every
- *   thread it wakes, which is most of why a call costs 2-3× at 1,000 req/s what it costs at
+ *   that costs is charged to the guest's thread. A call at a fixed rate pays it whenever the core
+ *   went idle before it, which is much of why a call costs 2-3× at 1,000 req/s what it costs at
  *   saturation (docs/performance.md);
  * - `roundTripUs`: one message to a worker thread and its answer, both threads on that core (the
- *   shape of Countersign's hand-off to its writer thread).
+ *   shape of Countersign's hand-off to its writer thread: two switches, and no halt, since one of
+ *   the two threads always runs).
  *
  * On 2026-11-28, 14:25-14:28 UTC (seventeenth session), six probes of the proxy core read a loop
  * step of 0.72-0.95 ns, a system call of 1.3-1.8 µs, a wake-up of 65-122 µs and a round trip of
