@@ -28,8 +28,8 @@
  * flusher wrote dirty pages back, the slow onsets during it, and the disk's cache flushes during
  * and after it against the others, bench/proxy/writeback-trace.ts).
  * On a local PostgreSQL it also reports what the database's backends spent per call. Before the
- * run it probes the proxy core's prices (bench/proxy/machine-moment.ts) and reports what the
- * call's wake-ups come to at that moment's price of one.
+ * run it probes the proxy core's prices (bench/proxy/machine-moment.ts) and reports a bound on
+ * what the call's wake-ups cost at that moment.
  * Countersign and the floor run as built unless PROXY_BENCH_FROM=src (bench/proxy/built.ts).
  * The stall log preloaded into them ticks every 5 ms and watches GC: it costs the event loop
  * ~10-30 µs per call at 1,000 req/s, so the CPU figures here are a little above the proxy
@@ -206,8 +206,9 @@ export default async function tailBench(): Promise<Record<string, unknown>> {
         { cpu_us: perCall(r.cpu), wake_ups: Math.round((r.wakeUps / Math.max(1, run.ok)) * 100) / 100 },
       ]),
     );
-    // What the wake-ups of a call come to at the probe's price of one (an estimate: the probe's is
-    // a timer's wake-up of an idle core; a thread woken by another's message pays about the same).
+    // A bound on what the call's wake-ups cost: each priced as a wake-up from idle (the probe's).
+    // Those woken by another thread of the process while the core was busy cost less (the probe's
+    // round trip), so the true figure is below this one.
     const wakeUpsPerCall = Object.values(threads).reduce((a, t) => a + t.wake_ups, 0);
     const out = {
       store: DIRECT ? 'direct' : FLOOR ? 'floor' : STORE,
@@ -269,7 +270,7 @@ export default async function tailBench(): Promise<Record<string, unknown>> {
           .filter(([, t]) => t.cpu_us > 0 || t.wake_ups >= 0.01)
           .map(([name, t]) => `${name} ${t.cpu_us} µs, ${t.wake_ups}`)
           .join('; ')}`,
-        `the proxy core's prices: ${formatMoment(moment)}; so the call's ${out.wake_ups_per_call} wake-ups ≈ ${Math.round(wakeUpsPerCall * moment.wakeUs)} µs of its ${out.cpu_us_per_call.event_loop_thread + out.cpu_us_per_call.other_threads}`,
+        `the proxy core's prices: ${formatMoment(moment)}; so the call's ${out.wake_ups_per_call} wake-ups, each at that price, ≤ ${Math.round(wakeUpsPerCall * moment.wakeUs)} µs of its ${out.cpu_us_per_call.event_loop_thread + out.cpu_us_per_call.other_threads}`,
         ...(databaseCost
           ? [`PostgreSQL's backends (load core), per call: CPU ${databaseCost.cpu_us} µs, waiting for the core ${databaseCost.wait_us} µs`]
           : []),
