@@ -31,7 +31,7 @@ import os from 'node:os';
 import path from 'node:path';
 import type { Pool } from 'undici';
 import { freshDatabaseOffCore } from './proxy/pin-postgres.js';
-import { formatMoment, measureMachineMoment, QUICK_PROBE } from './proxy/machine-moment.js';
+import { formatMoment, measureMachineMoment } from './proxy/machine-moment.js';
 import {
   CAN_PIN,
   CORES,
@@ -151,7 +151,7 @@ export default async function proxyBench(): Promise<Record<string, unknown>> {
   let sampler: NodeJS.Timeout | undefined;
   const out: Record<string, unknown> = {};
   // The proxy core's prices before and after: which of them moved, when the floor's figures did.
-  const momentBefore = await measureMachineMoment(CORES.proxy, QUICK ? QUICK_PROBE : undefined);
+  const momentBefore = await measureMachineMoment(CORES.proxy);
   try {
     const upstream = await startRole('upstream', 'upstream', CORES.load);
     children.push(upstream);
@@ -280,7 +280,7 @@ export default async function proxyBench(): Promise<Record<string, unknown>> {
       quick: QUICK,
       pinned: CAN_PIN ? { proxies: CORES.proxy, load_and_upstream: CORES.load, postgres_on_load_core: pgPinned } : false,
     };
-    const momentAfter = await measureMachineMoment(CORES.proxy, QUICK ? QUICK_PROBE : undefined);
+    const momentAfter = await measureMachineMoment(CORES.proxy);
     out.machine = {
       cpus: os.cpus().length,
       load_1min_before: loadBefore,

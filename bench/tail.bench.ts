@@ -40,7 +40,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { freshDatabaseOffCore } from './proxy/pin-postgres.js';
-import { formatMoment, measureMachineMoment, QUICK_PROBE } from './proxy/machine-moment.js';
+import { formatMoment, measureMachineMoment } from './proxy/machine-moment.js';
 import { CORES, COUNTERSIGN_FLAGS, pinSelf, startRole, threadCounters, type Child } from './proxy/children.js';
 import { clientFor, forwardDoorCall, openLoop, pctMs, plainJsonCall, proxyDoorCall, REQUEST_BODY, type CallSpec } from './proxy/load.js';
 import { describeScavengePhases, scavengePhases } from './proxy/scavenge-phases.js';
@@ -91,7 +91,7 @@ export default async function tailBench(): Promise<Record<string, unknown>> {
     throw new Error('TAIL_WRITEBACK=1 needs perf (linux-perf) and permission to trace (root, or perf_event_paranoid -1)');
   pinSelf();
   // The proxy core's prices (machine-moment.ts), before anything runs on it.
-  const moment = await measureMachineMoment(CORES.proxy, process.env.BENCH_QUICK === '1' ? QUICK_PROBE : undefined);
+  const moment = await measureMachineMoment(CORES.proxy);
   const children: Child[] = [];
   const stallFile = path.join(os.tmpdir(), `proxy-tail-${process.pid}.jsonl`);
   const batchFile = path.join(os.tmpdir(), `proxy-tail-batches-${process.pid}.jsonl`);

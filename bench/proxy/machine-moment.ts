@@ -87,8 +87,14 @@ console.log(JSON.stringify({ computeNs, syscallUs, wakeUs, roundTripUs, x }));
 `;
 }
 
-/** Runs the probe on `core` (unpinned where `taskset` is missing). */
-export async function measureMachineMoment(core: string, sizes: ProbeSizes = FULL_PROBE): Promise<MachineMoment> {
+/**
+ * Runs the probe on `core` (unpinned where `taskset` is missing), with {@link QUICK_PROBE}'s
+ * samples in a BENCH_QUICK run unless told otherwise.
+ */
+export async function measureMachineMoment(
+  core: string,
+  sizes: ProbeSizes = process.env.BENCH_QUICK === '1' ? QUICK_PROBE : FULL_PROBE,
+): Promise<MachineMoment> {
   const [cmd, args] = pinned(core, process.execPath, ['--input-type=module', '-e', probeScript(sizes)]);
   const child = spawn(cmd, args, { stdio: ['ignore', 'pipe', 'inherit'] });
   let out = '';
