@@ -1,6 +1,6 @@
 /**
  * The machine's moment, in prices that no code of ours is in: on this shared VM the Node floor's
- * CPU per call has ranged from 38 to 372 µs between runs, and every figure of a run moves with it.
+ * CPU per call has ranged from 37 to 372 µs between runs, and every figure of a run moves with it.
  * This says which prices moved. A short Node script, pinned to the core it is asked about, times:
  *
  * - `computeNs`: one step of a plain integer loop (the core's speed for JavaScript that stays in
@@ -16,9 +16,10 @@
  *   shape of Countersign's hand-off to its writer thread: two switches, and no halt, since one of
  *   the two threads always runs).
  *
- * On 2026-11-28, 14:25-14:28 UTC (seventeenth session), six probes of the proxy core read a loop
- * step of 0.72-0.95 ns, a system call of 1.3-1.8 µs, a wake-up of 65-122 µs and a round trip of
- * 42-61 µs (docs/performance.md, "What a wake-up costs").
+ * On 2026-11-28 the proxy core read, at a slow moment (14:25-14:28 UTC, six probes), a loop step
+ * of 0.72-0.95 ns, a system call of 1.3-1.8 µs, a wake-up of 65-122 µs and a round trip of 42-61
+ * µs; at a fast one (15:31-17:28 UTC), 0.41-0.43 ns, 0.80-0.90 µs, 24-31 µs and 25-26 µs
+ * (docs/performance.md, "What a wake-up costs").
  */
 import { spawn } from 'node:child_process';
 import { pinned } from './children.js';
@@ -45,17 +46,17 @@ export const QUICK_PROBE: ProbeSizes = { loopSteps: 2e6, syscalls: 2e3, pacedUni
 
 /**
  * The probe's script, run with `node --input-type=module -e`: it prints one JSON line. The paced
- * part runs a unit of ~15 µs of work on a timer due every millisecond; its CPU per unit minus the
- * same unit's back to back is the wake-up's price.
+ * part runs a unit of 20,000 loop steps (8-19 µs, as fast as the core is) on a timer due every
+ * millisecond; its CPU per unit minus the same unit's back to back is the wake-up's price.
  */
 function probeScript(s: ProbeSizes): string {
   return `
 import fs from 'node:fs';
 import { Worker } from 'node:worker_threads';
 const cpu = () => { const u = process.cpuUsage(); return u.user + u.system; };
-const unit = () => { let x = 0; for (let i = 0; i < 20000; i++) x = (x + i * 7) | 0; return x; };
 // In a function, so that the JIT compiles it as a whole (a loop at module scope runs slower).
 const loop = (n) => { let y = 0; for (let i = 0; i < n; i++) y = (y + i * 7) | 0; return y; };
+const unit = () => loop(20000);
 let x = loop(1e5), t = performance.now();
 x ^= loop(${s.loopSteps});
 const computeNs = ((performance.now() - t) * 1e6) / ${s.loopSteps};

@@ -18,7 +18,7 @@ describe("the benchmarks' probe of the machine's moment", () => {
     assert.ok(m.syscallUs > 0 && m.syscallUs < 1000, `system call ${m.syscallUs} µs`);
     assert.ok(m.roundTripUs > 0 && m.roundTripUs < 100_000, `round trip ${m.roundTripUs} µs`);
     // What pacing adds may be tiny on a machine whose idle costs nothing, but it is not the unit
-    // of work itself (~15 µs and up) counted twice, nor a timer's full millisecond.
+    // of work itself (8 µs and up) counted twice, nor a timer's full millisecond.
     assert.ok(m.wakeUs > -50 && m.wakeUs < 1000, `wake-up ${m.wakeUs} µs`);
     const line = formatMoment(m);
     assert.match(line, /^loop step [\d.]+ ns, system call [\d.]+ µs, wake-up from idle -?\d+ µs of CPU, thread round trip \d+ µs$/);
