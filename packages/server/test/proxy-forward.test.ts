@@ -5,6 +5,7 @@
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { createHash } from 'node:crypto';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { request } from 'undici';
 import { payloadHashHex } from '@countersign/core';
 import { STORES, startApp, type TestApp } from './helpers/server.js';
@@ -252,6 +253,38 @@ for (const store of STORES) {
       assert.equal(row.status, 'complete');
       assert.deepEqual(payload.response.events, [{ data: 'step 0' }, { data: 'step 1' }, { data: 'step 2' }]);
       assert.equal(payload.response.bodyText, undefined);
+    });
+
+    test('a stream whose first event is late: the caller has the status line while the upstream holds the event', async () => {
+      const answered = request(t.url + '/v1/proxy', {
+        method: 'POST',
+        headers: { authorization: `Bearer ${apiKey}`, 'content-type': 'application/json', 'x-service-encryption-key': ENC },
+        body: JSON.stringify({ target: up.url + '/sse-step?n=1&late=1', payload: {} }),
+      });
+      // undici answers at the status line; the upstream writes no event until step() below.
+      const giveUp = new AbortController();
+      const late = sleep(5000, undefined, { signal: giveUp.signal }).then(
+        () => assert.fail('no status line while the upstream holds the first event'),
+        () => undefined, // cancelled: the status line came
+      );
+      const r = await Promise.race([answered, late]);
+      giveUp.abort();
+      assert.ok(r);
+      assert.equal(r.statusCode, 200);
+      assert.equal(r.headers['content-type'], 'text/event-stream');
+      up.step(); // the first event
+      const it = r.body[Symbol.asyncIterator]();
+      let got = '';
+      while (!got.includes('\n\n')) got += String((await it.next()).value);
+      assert.equal(got, 'data: step 0\n\n');
+      up.step(); // the end
+      while (!(await it.next()).done);
+      const logId = r.headers['x-service-log-id'] as string;
+      const { payload } = await waitFor(async () => {
+        const got = await record(logId);
+        return got.row.status === 'complete' ? got : undefined;
+      });
+      assert.deepEqual(payload.response.events, [{ data: 'step 0' }]);
     });
 
     test('a free-running stream of 200 SSE events arrives complete and is recorded event by event', async () => {

@@ -208,8 +208,16 @@ export class Exchange implements Dispatcher.DispatchHandler {
     this.res.writeHead(statusCode, out);
     this.#result.headersSent = true;
     // A streamed answer (SSE, chunked) shows its status line at once: the caller must not wait for
-    // the first event. A sized answer sends it with its first bytes (one packet less per call).
-    if (this.#expectedLength === undefined) this.res.flushHeaders();
+    // the first event. At once means after this read of the upstream's socket: undici hands over
+    // the body bytes that came in the same read before a microtask runs, and the first write
+    // carries the status line with them (one packet and one wake-up of the caller less). A sized
+    // answer sends it with its first bytes.
+    if (this.#expectedLength === undefined) queueMicrotask(() => this.#flushStatusLine());
+  }
+
+  /** Sends the status line of a streamed answer unless a first chunk took it along. */
+  #flushStatusLine(): void {
+    if (this.#result.firstChunkMs === undefined && !this.res.destroyed) this.res.flushHeaders();
   }
 
   onResponseData(controller: Dispatcher.DispatchController, chunk: Buffer): void {

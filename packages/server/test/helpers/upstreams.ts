@@ -37,7 +37,7 @@ export interface Upstream {
   hostPort: string;
   port: number;
   requests: ReceivedRequest[];
-  /** Releases the next event of every `/sse-step` stream waiting for it. */
+  /** Releases the next event of every `/sse-step` stream waiting for it (`late=1`: the first one too). */
   step: () => void;
   close: () => Promise<void>;
 }
@@ -142,7 +142,11 @@ export async function startUpstream(options: { record?: boolean } = {}): Promise
           i++;
           stepWaiters.push(next);
         };
-        next();
+        // late=1: the status line goes out alone and even the first event waits for a step().
+        if (u.searchParams.get('late') === '1') {
+          res.flushHeaders();
+          stepWaiters.push(next);
+        } else next();
         return;
       }
       case '/sse-hang': {
