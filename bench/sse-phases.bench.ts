@@ -1,0 +1,159 @@
+/**
+ * `npm run bench -- sse-phases`: where the time to a stream's first event goes when the server is
+ * idle, step by step inside the proxy (issue 10's "SSE first event" goal). The direct call, the
+ * Node floor and Countersign (SQLite; SSE_PHASES_STORE=postgres with DATABASE_URL: PostgreSQL)
+ * are called in turn, one stream at a time (50 events, as the proxy benchmark's SSE scenario),
+ * on the proxy benchmark's cores; the floor and Countersign run with the phase probe preloaded
+ * (bench/proxy/sse-phases-probe.ts: diagnostics channels only, nothing patched), which stamps
+ * each call's steps from the request's head to the destination's first bytes.
+ *
+ * Reported: the caller's time to the first event for each target (p50, p90) and, for the floor
+ * and Countersign, the median of each phase, and of the two stretches outside the probe's window:
+ * from the caller's send until the server has the request's head, and from the destination's first
+ * bytes in until the caller has the event (the caller's side, the sockets, the proxy's write). Those
+ * two compare the caller's clock with the proxy's: both are epochs of one host, whose difference
+ * moves time from one stretch to the other but not their sum.
+ *
+ * Knobs: SSE_PHASES_CALLS (default 400 per target, after 30 warm-up calls), SSE_PHASES_DOOR=forward
+ * (forward mode instead of `POST /v1/proxy`), SSE_PHASES_STORE=postgres, SSE_PHASES_STREAM (the
+ * upstream's path, default `/sse?n=50`; e.g. `/sse?n=3&delay=5` for a destination that idles after
+ * its first event), BENCH_QUICK=1 (40 calls). About a minute.
+ */
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { freshDatabaseOffCore } from './proxy/pin-postgres.js';
+import { CORES, pinSelf, startRole, type Child } from './proxy/children.js';
+import type { Pool } from 'undici';
+import { clientFor, forwardDoorCall, proxyDoorCall, type CallSpec } from './proxy/load.js';
+import { medianMs, medianPhases, medianToFirstChunk, type PhaseStamps } from './proxy/sse-phases-probe.js';
+
+const QUICK = process.env.BENCH_QUICK === '1';
+const CALLS = Number(process.env.SSE_PHASES_CALLS ?? (QUICK ? 40 : 400));
+const WARM = QUICK ? 5 : 30;
+const FORWARD = process.env.SSE_PHASES_DOOR === 'forward';
+const POSTGRES = process.env.SSE_PHASES_STORE === 'postgres';
+const STREAM = process.env.SSE_PHASES_STREAM ?? '/sse?n=50';
+const ENC = 'bench-encryption-key';
+const probe = path.join(path.dirname(fileURLToPath(import.meta.url)), 'proxy', 'sse-phases-probe.ts');
+
+/** One target: its SSE call and, for a proxy, the file its probe writes. */
+interface Target {
+  name: string;
+  call: CallSpec;
+  phasesFile?: string;
+}
+
+/** One stream: when it was sent and when its first event was in, epoch ms (as the probe stamps). */
+async function oneStream(pool: Pool, call: CallSpec): Promise<{ sentAt: number; firstAt: number } | undefined> {
+  const sentAt = performance.timeOrigin + performance.now();
+  const r = await pool.request({ path: call.path, method: call.method, headers: call.headers, body: call.body });
+  let firstAt = 0;
+  let seen = '';
+  for await (const chunk of r.body) {
+    if (firstAt !== 0) continue;
+    seen += String(chunk);
+    if (seen.includes('\n\n')) firstAt = performance.timeOrigin + performance.now();
+  }
+  return r.statusCode === 200 && firstAt !== 0 ? { sentAt, firstAt } : undefined;
+}
+
+/** Reads a probe's file: one call's stamps per line. */
+function readStamps(file: string): PhaseStamps[] {
+  if (!fs.existsSync(file)) return [];
+  return fs
+    .readFileSync(file, 'utf8')
+    .split('\n')
+    .filter(Boolean)
+    .map((l) => JSON.parse(l) as PhaseStamps);
+}
+
+export default async function ssePhases(): Promise<Record<string, unknown>> {
+  if (POSTGRES && !process.env.DATABASE_URL) throw new Error('SSE_PHASES_STORE=postgres needs DATABASE_URL');
+  pinSelf();
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'sse-phases-'));
+  const children: Child[] = [];
+  const drops: Array<() => Promise<void>> = [];
+  try {
+    const upstream = await startRole('upstream', 'upstream', CORES.load);
+    children.push(upstream);
+    const upUrl = upstream.info.url!;
+    const withProbe = (name: string) => ({ PROXY_BENCH_UPSTREAM: upUrl, PROXY_BENCH_PHASES_FILE: path.join(dir, `${name}.jsonl`) });
+    const floor = await startRole('floor', 'floor', CORES.proxy, withProbe('floor'), ['--import', probe]);
+    children.push(floor);
+    let database: Record<string, string> = {};
+    if (POSTGRES) {
+      const db = await freshDatabaseOffCore(process.env.DATABASE_URL!, CORES.load);
+      drops.push(db.drop);
+      database = { PROXY_BENCH_DATABASE_URL: db.url };
+    }
+    const cs = await startRole('countersign', 'countersign', CORES.proxy, { ...withProbe('countersign'), ...database }, [
+      '--import',
+      probe,
+    ]);
+    children.push(cs);
+    const csUrl = cs.info.url!;
+    const targets: Target[] = [
+      { name: 'direct', call: { origin: upUrl, path: STREAM, method: 'GET', headers: {} } },
+      {
+        name: 'floor',
+        call: { origin: floor.info.url!, path: STREAM, method: 'GET', headers: {} },
+        phasesFile: path.join(dir, 'floor.jsonl'),
+      },
+      {
+        name: 'countersign',
+        call: FORWARD ? forwardDoorCall(csUrl, cs.info.apiKey!, ENC, STREAM) : proxyDoorCall(csUrl, cs.info.apiKey!, ENC, upUrl + STREAM),
+        phasesFile: path.join(dir, 'countersign.jsonl'),
+      },
+    ];
+    const pools = targets.map((t) => clientFor(t.call));
+    process.stdout.write(
+      `${CALLS} streams per target, one at a time, in turn; Countersign on ${POSTGRES ? 'PostgreSQL' : 'SQLite'} through ${FORWARD ? 'forward mode' : '/v1/proxy'}\n`,
+    );
+    for (let i = 0; i < WARM; i++) for (const [j, t] of targets.entries()) await oneStream(pools[j]!, t.call);
+    for (const t of targets) if (t.phasesFile) fs.rmSync(t.phasesFile, { force: true });
+    const streams = targets.map(() => [] as Array<{ sentAt: number; firstAt: number } | undefined>);
+    for (let i = 0; i < CALLS; i++)
+      for (const [j, t] of targets.entries()) streams[j]!.push(await oneStream(pools[j]!, t.call).catch(() => undefined));
+    const errors = streams.flat().filter((x) => x === undefined).length;
+    const out: Record<string, unknown> = {
+      calls: CALLS,
+      door: FORWARD ? 'forward' : 'proxy',
+      store: POSTGRES ? 'postgres' : 'sqlite',
+      errors,
+    };
+    for (const [j, t] of targets.entries()) {
+      const ok = streams[j]!.filter((x) => x !== undefined);
+      const xs = ok.map((x) => x.firstAt - x.sentAt).sort((a, b) => a - b);
+      const q = (p: number) => Math.round((xs[Math.floor(p * (xs.length - 1))] ?? NaN) * 1000) / 1000;
+      const stamps = t.phasesFile ? readStamps(t.phasesFile) : [];
+      const phases = medianPhases(stamps);
+      const inside = medianToFirstChunk(stamps);
+      // Outside the probe's window, by the two processes' clocks (one host; their epochs may differ
+      // by a few µs, which moves time between the two figures but not their sum): the caller's
+      // request until the server has its head, and the first bytes until the caller has the event.
+      const paired = stamps.length === CALLS && ok.length === CALLS;
+      const before = paired ? medianMs(stamps.map((c, i) => c.request! - streams[j]![i]!.sentAt)) : NaN;
+      const afterward = paired ? medianMs(stamps.map((c, i) => streams[j]![i]!.firstAt - (c.firstChunk ?? NaN))) : NaN;
+      out[t.name] = {
+        first_event_p50_ms: q(0.5),
+        first_event_p90_ms: q(0.9),
+        ...(t.phasesFile ? { inside_p50_ms: inside, before_head_p50_ms: before, after_first_bytes_p50_ms: afterward } : {}),
+        phases,
+      };
+      process.stdout.write(`${t.name}: first event p50 ${q(0.5)} ms, p90 ${q(0.9)} ms\n`);
+      if (!t.phasesFile) continue;
+      process.stdout.write(`  ${before.toFixed(3)} ms  until the server has the request's head\n`);
+      for (const p of phases) process.stdout.write(`  ${p.median_ms.toFixed(3)} ms  ${p.phase}: ${p.what} (${p.calls} calls)\n`);
+      process.stdout.write(`  ${afterward.toFixed(3)} ms  from the first bytes in to the caller's first event\n`);
+      process.stdout.write(`  (from the head to the first bytes in: ${inside} ms)\n`);
+    }
+    if (errors > 0) process.stdout.write(`errors: ${errors}\n`);
+    return out;
+  } finally {
+    for (const c of children.reverse()) await c.stop();
+    for (const d of drops) await d();
+    fs.rmSync(dir, { recursive: true, force: true });
+  }
+}
