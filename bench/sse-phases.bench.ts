@@ -12,7 +12,9 @@
  * from the caller's send until the server has the request's head, and from the destination's first
  * bytes in until the caller has the event (the caller's side, the sockets, the proxy's write). Those
  * two compare the caller's clock with the proxy's: both are epochs of one host, whose difference
- * moves time from one stretch to the other but not their sum.
+ * moves time from one stretch to the other but not their sum. The destination runs on the caller's
+ * core, and its burst of events after the first can keep the caller waiting on the run queue, which
+ * the last stretch shows (docs/performance.md); SSE_PHASES_STREAM=/sse?n=1 measures without it.
  *
  * Knobs: SSE_PHASES_CALLS (default 400 per target, after 30 warm-up calls), SSE_PHASES_DOOR=forward
  * (forward mode instead of `POST /v1/proxy`), SSE_PHASES_STORE=postgres, SSE_PHASES_STREAM (the
