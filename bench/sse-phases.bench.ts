@@ -27,9 +27,8 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { freshDatabaseOffCore } from './proxy/pin-postgres.js';
 import { CORES, pinSelf, startRole, type Child } from './proxy/children.js';
-import type { Pool } from 'undici';
-import { clientFor, forwardDoorCall, proxyDoorCall, type CallSpec } from './proxy/load.js';
-import { medianMs, medianPhases, medianToFirstChunk, type PhaseStamps } from './proxy/sse-phases-probe.js';
+import { clientFor, forwardDoorCall, proxyDoorCall, sseStream, type CallSpec } from './proxy/load.js';
+import { medianMs, medianPhases, medianToFirstChunk, percentileMs, type PhaseStamps } from './proxy/sse-phases-probe.js';
 
 const QUICK = process.env.BENCH_QUICK === '1';
 const CALLS = Number(process.env.SSE_PHASES_CALLS ?? (QUICK ? 40 : 400));
@@ -45,20 +44,6 @@ interface Target {
   name: string;
   call: CallSpec;
   phasesFile?: string;
-}
-
-/** One stream: when it was sent and when its first event was in, epoch ms (as the probe stamps). */
-async function oneStream(pool: Pool, call: CallSpec): Promise<{ sentAt: number; firstAt: number } | undefined> {
-  const sentAt = performance.timeOrigin + performance.now();
-  const r = await pool.request({ path: call.path, method: call.method, headers: call.headers, body: call.body });
-  let firstAt = 0;
-  let seen = '';
-  for await (const chunk of r.body) {
-    if (firstAt !== 0) continue;
-    seen += String(chunk);
-    if (seen.includes('\n\n')) firstAt = performance.timeOrigin + performance.now();
-  }
-  return r.statusCode === 200 && firstAt !== 0 ? { sentAt, firstAt } : undefined;
 }
 
 /** Reads a probe's file: one call's stamps per line. */
@@ -113,11 +98,11 @@ export default async function ssePhases(): Promise<Record<string, unknown>> {
     process.stdout.write(
       `${CALLS} streams per target, one at a time, in turn; Countersign on ${POSTGRES ? 'PostgreSQL' : 'SQLite'} through ${FORWARD ? 'forward mode' : '/v1/proxy'}\n`,
     );
-    for (let i = 0; i < WARM; i++) for (const [j, t] of targets.entries()) await oneStream(pools[j]!, t.call);
+    for (let i = 0; i < WARM; i++) for (const [j, t] of targets.entries()) await sseStream(pools[j]!, t.call);
     for (const t of targets) if (t.phasesFile) fs.rmSync(t.phasesFile, { force: true });
     const streams = targets.map(() => [] as Array<{ sentAt: number; firstAt: number } | undefined>);
     for (let i = 0; i < CALLS; i++)
-      for (const [j, t] of targets.entries()) streams[j]!.push(await oneStream(pools[j]!, t.call).catch(() => undefined));
+      for (const [j, t] of targets.entries()) streams[j]!.push(await sseStream(pools[j]!, t.call).catch(() => undefined));
     const errors = streams.flat().filter((x) => x === undefined).length;
     const out: Record<string, unknown> = {
       calls: CALLS,
@@ -127,8 +112,8 @@ export default async function ssePhases(): Promise<Record<string, unknown>> {
     };
     for (const [j, t] of targets.entries()) {
       const ok = streams[j]!.filter((x) => x !== undefined);
-      const xs = ok.map((x) => x.firstAt - x.sentAt).sort((a, b) => a - b);
-      const q = (p: number) => Math.round((xs[Math.floor(p * (xs.length - 1))] ?? NaN) * 1000) / 1000;
+      const xs = ok.map((x) => x.firstAt - x.sentAt);
+      const q = (p: number) => percentileMs(xs, p);
       const stamps = t.phasesFile ? readStamps(t.phasesFile) : [];
       const phases = medianPhases(stamps);
       const inside = medianToFirstChunk(stamps);

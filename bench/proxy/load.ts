@@ -200,6 +200,27 @@ export async function saturate(
   return { calls, errors, seconds: (performance.now() - t0) / 1000 };
 }
 
+/**
+ * One SSE stream read to its end: when it was sent, when its first event was in and when it ended,
+ * epoch ms (`performance.timeOrigin + performance.now()`, the clock the sse-phases probe stamps
+ * with). Throws unless the answer is 200 with an event in it.
+ */
+export async function sseStream(pool: Pool, spec: CallSpec): Promise<{ sentAt: number; firstAt: number; endAt: number }> {
+  const now = () => performance.timeOrigin + performance.now();
+  const sentAt = now();
+  const r = await pool.request({ path: spec.path, method: spec.method, headers: spec.headers, body: spec.body });
+  let firstAt = 0;
+  let seen = '';
+  for await (const chunk of r.body) {
+    if (firstAt === 0) {
+      seen += String(chunk);
+      if (seen.includes('\n\n')) firstAt = now();
+    }
+  }
+  if (r.statusCode !== 200 || firstAt === 0) throw new Error(`status ${r.statusCode}`);
+  return { sentAt, firstAt, endAt: now() };
+}
+
 /** Time to the first SSE event and to the stream's end, ms, for `runs` streams one after another. */
 export async function sseRuns(
   pool: Pool,
@@ -211,19 +232,9 @@ export async function sseRuns(
   let errors = 0;
   for (let i = 0; i < runs; i++) {
     try {
-      const t0 = performance.now();
-      const r = await pool.request({ path: spec.path, method: spec.method, headers: spec.headers, body: spec.body });
-      let firstAt = 0;
-      let seen = '';
-      for await (const chunk of r.body) {
-        if (firstAt === 0) {
-          seen += String(chunk);
-          if (seen.includes('\n\n')) firstAt = performance.now();
-        }
-      }
-      if (r.statusCode !== 200 || firstAt === 0) throw new Error(`status ${r.statusCode}`);
-      first.recordValue(Math.max(1, Math.round((firstAt - t0) * 1000)));
-      whole.recordValue(Math.max(1, Math.round((performance.now() - t0) * 1000)));
+      const s = await sseStream(pool, spec);
+      first.recordValue(Math.max(1, Math.round((s.firstAt - s.sentAt) * 1000)));
+      whole.recordValue(Math.max(1, Math.round((s.endAt - s.sentAt) * 1000)));
     } catch {
       errors++;
     }

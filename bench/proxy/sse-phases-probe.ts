@@ -90,11 +90,16 @@ export function phaseDurations(stamps: PhaseStamps): Partial<Record<keyof typeof
   return out;
 }
 
-/** The median of `xs` (ms), to the µs; NaN for none. */
-export function medianMs(xs: number[]): number {
+/** The `p` quantile of `xs` (0 to 1; ms), the lower of two at a tie, to the µs; NaN for none. */
+export function percentileMs(xs: number[], p: number): number {
   if (xs.length === 0) return NaN;
   const sorted = [...xs].sort((a, b) => a - b);
-  return Math.round(sorted[Math.floor((sorted.length - 1) / 2)]! * 1000) / 1000;
+  return Math.round(sorted[Math.floor(p * (sorted.length - 1))]! * 1000) / 1000;
+}
+
+/** The median of `xs` (ms), to the µs; NaN for none. */
+export function medianMs(xs: number[]): number {
+  return percentileMs(xs, 0.5);
 }
 
 /** The median time from the request's head to the destination's first bytes (ms), over the calls that got that far. */

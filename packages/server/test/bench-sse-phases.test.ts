@@ -17,7 +17,7 @@ import {
   type PhaseStamps,
 } from '../../../bench/proxy/sse-phases-probe.js';
 import { startApp, type TestApp } from './helpers/server.js';
-import { makeProjectKey, startUpstream, type Upstream } from './helpers/upstreams.js';
+import { makeProjectKey, startUpstream, waitFor, type Upstream } from './helpers/upstreams.js';
 
 const ENC = 'phase-probe-key';
 
@@ -49,7 +49,7 @@ describe("the sse-phases benchmark's probe", () => {
       await r.body.text();
     }
     // The response's finish comes after the caller's last byte: wait for the third record.
-    for (let i = 0; i < 100 && calls.length < 3; i++) await new Promise((r) => setTimeout(r, 10));
+    await waitFor(() => (calls.length >= 3 ? true : undefined), 100).catch(() => undefined);
     assert.equal(calls.length, 3, 'one record per call');
     for (const c of calls) {
       const at = STEPS.map((s) => c[s]);
