@@ -8,7 +8,8 @@
  * each call's steps from the request's head to the destination's first bytes.
  *
  * Reported: the caller's time to the first event for each target (p50, p90) and, for the floor
- * and Countersign, the median of each phase, and of the two stretches outside the probe's window:
+ * and Countersign, the CPU per stream of the process (all threads; the whole stream, its record
+ * included), the median of each phase, and of the two stretches outside the probe's window:
  * from the caller's send until the server has the request's head, and from the destination's first
  * bytes in until the caller has the event (the caller's side, the sockets, the proxy's write). Those
  * two compare the caller's clock with the proxy's: both are epochs of one host, whose difference
@@ -19,14 +20,15 @@
  * Knobs: SSE_PHASES_CALLS (default 400 per target, after 30 warm-up calls), SSE_PHASES_DOOR=forward
  * (forward mode instead of `POST /v1/proxy`), SSE_PHASES_STORE=postgres, SSE_PHASES_STREAM (the
  * upstream's path, default `/sse?n=50`; e.g. `/sse?n=3&delay=5` for a destination that idles after
- * its first event), BENCH_QUICK=1 (40 calls). About a minute.
+ * its first event), PROXY_BENCH_CS_FLAGS (extra Node flags for Countersign, e.g.
+ * `--perf-basic-prof` to profile it), BENCH_QUICK=1 (40 calls). About a minute.
  */
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { freshDatabaseOffCore } from './proxy/pin-postgres.js';
-import { CORES, pinSelf, startRole, type Child } from './proxy/children.js';
+import { CORES, COUNTERSIGN_FLAGS, cpuSeconds, pinSelf, startRole, type Child } from './proxy/children.js';
 import { clientFor, forwardDoorCall, proxyDoorCall, sseStream, type CallSpec } from './proxy/load.js';
 import { medianMs, medianPhases, medianToFirstChunk, percentileMs, type PhaseStamps } from './proxy/sse-phases-probe.js';
 
@@ -44,6 +46,8 @@ interface Target {
   name: string;
   call: CallSpec;
   phasesFile?: string;
+  /** The proxy's process, whose CPU per stream is reported. */
+  pid?: number;
 }
 
 /** Reads a probe's file: one call's stamps per line. */
@@ -76,6 +80,7 @@ export default async function ssePhases(): Promise<Record<string, unknown>> {
       database = { PROXY_BENCH_DATABASE_URL: db.url };
     }
     const cs = await startRole('countersign', 'countersign', CORES.proxy, { ...withProbe('countersign'), ...database }, [
+      ...COUNTERSIGN_FLAGS,
       '--import',
       probe,
     ]);
@@ -87,11 +92,13 @@ export default async function ssePhases(): Promise<Record<string, unknown>> {
         name: 'floor',
         call: { origin: floor.info.url!, path: STREAM, method: 'GET', headers: {} },
         phasesFile: path.join(dir, 'floor.jsonl'),
+        pid: floor.proc.pid!,
       },
       {
         name: 'countersign',
         call: FORWARD ? forwardDoorCall(csUrl, cs.info.apiKey!, ENC, STREAM) : proxyDoorCall(csUrl, cs.info.apiKey!, ENC, upUrl + STREAM),
         phasesFile: path.join(dir, 'countersign.jsonl'),
+        pid: cs.proc.pid!,
       },
     ];
     const pools = targets.map((t) => clientFor(t.call));
@@ -101,8 +108,12 @@ export default async function ssePhases(): Promise<Record<string, unknown>> {
     for (let i = 0; i < WARM; i++) for (const [j, t] of targets.entries()) await sseStream(pools[j]!, t.call);
     for (const t of targets) if (t.phasesFile) fs.rmSync(t.phasesFile, { force: true });
     const streams = targets.map(() => [] as Array<{ sentAt: number; firstAt: number } | undefined>);
+    // Each proxy's CPU (all its threads) over the measured streams: the whole stream's cost, its
+    // events and its record included, at one stream at a time.
+    const cpuBefore = targets.map((t) => (t.pid ? cpuSeconds(t.pid) : 0));
     for (let i = 0; i < CALLS; i++)
       for (const [j, t] of targets.entries()) streams[j]!.push(await sseStream(pools[j]!, t.call).catch(() => undefined));
+    const cpuPerStreamUs = targets.map((t, j) => (t.pid ? Math.round(((cpuSeconds(t.pid) - cpuBefore[j]!) * 1e6) / CALLS) : NaN));
     const errors = streams.flat().filter((x) => x === undefined).length;
     const out: Record<string, unknown> = {
       calls: CALLS,
@@ -126,7 +137,9 @@ export default async function ssePhases(): Promise<Record<string, unknown>> {
       out[t.name] = {
         first_event_p50_ms: q(0.5),
         first_event_p90_ms: q(0.9),
-        ...(t.phasesFile ? { inside_p50_ms: inside, before_head_p50_ms: before, after_first_bytes_p50_ms: afterward } : {}),
+        ...(t.phasesFile
+          ? { inside_p50_ms: inside, before_head_p50_ms: before, after_first_bytes_p50_ms: afterward, cpu_us_per_stream: cpuPerStreamUs[j] }
+          : {}),
         phases,
       };
       process.stdout.write(`${t.name}: first event p50 ${q(0.5)} ms, p90 ${q(0.9)} ms\n`);
@@ -135,6 +148,7 @@ export default async function ssePhases(): Promise<Record<string, unknown>> {
       for (const p of phases) process.stdout.write(`  ${p.median_ms.toFixed(3)} ms  ${p.phase}: ${p.what} (${p.calls} calls)\n`);
       process.stdout.write(`  ${afterward.toFixed(3)} ms  from the first bytes in to the caller's first event\n`);
       process.stdout.write(`  (from the head to the first bytes in: ${inside} ms)\n`);
+      process.stdout.write(`  CPU per stream, all its threads: ${cpuPerStreamUs[j]} µs\n`);
     }
     if (errors > 0) process.stdout.write(`errors: ${errors}\n`);
     return out;
