@@ -20,7 +20,8 @@
  * Knobs: SSE_PHASES_CALLS (default 400 per target, after 30 warm-up calls), SSE_PHASES_DOOR=forward
  * (forward mode instead of `POST /v1/proxy`), SSE_PHASES_STORE=postgres, SSE_PHASES_STREAM (the
  * upstream's path, default `/sse?n=50`; e.g. `/sse?n=3&delay=5` for a destination that idles after
- * its first event), PROXY_BENCH_CS_FLAGS (extra Node flags for Countersign, e.g.
+ * its first event, `/llm-stream/chat/completions?n=500` for an OpenAI chat stream, asked for with a
+ * POST as an SDK does), PROXY_BENCH_CS_FLAGS (extra Node flags for Countersign, e.g.
  * `--perf-basic-prof` to profile it), BENCH_QUICK=1 (40 calls). About a minute.
  */
 import fs from 'node:fs';
@@ -38,6 +39,16 @@ const WARM = QUICK ? 5 : 30;
 const FORWARD = process.env.SSE_PHASES_DOOR === 'forward';
 const POSTGRES = process.env.SSE_PHASES_STORE === 'postgres';
 const STREAM = process.env.SSE_PHASES_STREAM ?? '/sse?n=50';
+/** A chat stream (`/llm-stream/chat/completions?n=`) is asked for as an SDK does: a POST with a chat body. */
+const CHAT_BODY = /\/chat\/completions\b/.test(STREAM)
+  ? JSON.stringify({ model: 'gpt-4o-mini', stream: true, messages: [{ role: 'user', content: 'hello' }] })
+  : undefined;
+
+/** The stream asked of `origin` directly (the destination itself, or the floor that passes it on). */
+function plainStreamCall(origin: string): CallSpec {
+  if (CHAT_BODY === undefined) return { origin, path: STREAM, method: 'GET', headers: {} };
+  return { origin, path: STREAM, method: 'POST', headers: { 'content-type': 'application/json' }, body: CHAT_BODY };
+}
 const ENC = 'bench-encryption-key';
 const probe = path.join(path.dirname(fileURLToPath(import.meta.url)), 'proxy', 'sse-phases-probe.ts');
 
@@ -87,16 +98,18 @@ export default async function ssePhases(): Promise<Record<string, unknown>> {
     children.push(cs);
     const csUrl = cs.info.url!;
     const targets: Target[] = [
-      { name: 'direct', call: { origin: upUrl, path: STREAM, method: 'GET', headers: {} } },
+      { name: 'direct', call: plainStreamCall(upUrl) },
       {
         name: 'floor',
-        call: { origin: floor.info.url!, path: STREAM, method: 'GET', headers: {} },
+        call: plainStreamCall(floor.info.url!),
         phasesFile: path.join(dir, 'floor.jsonl'),
         pid: floor.proc.pid!,
       },
       {
         name: 'countersign',
-        call: FORWARD ? forwardDoorCall(csUrl, cs.info.apiKey!, ENC, STREAM) : proxyDoorCall(csUrl, cs.info.apiKey!, ENC, upUrl + STREAM),
+        call: FORWARD
+          ? forwardDoorCall(csUrl, cs.info.apiKey!, ENC, STREAM, CHAT_BODY)
+          : proxyDoorCall(csUrl, cs.info.apiKey!, ENC, upUrl + STREAM),
         phasesFile: path.join(dir, 'countersign.jsonl'),
         pid: cs.proc.pid!,
       },

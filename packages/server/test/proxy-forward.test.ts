@@ -296,6 +296,35 @@ for (const store of STORES) {
       assert.deepEqual(payload.response.events[199], { id: '199', event: 'tick', data: '{"i":199}' });
     });
 
+    test("an OpenAI chat stream (the benchmark's) is recorded event by event with its model, finish reason and usage", async () => {
+      const r = await call({ target: up.url + '/llm-stream/chat/completions?n=40', payload: { model: 'gpt-4o-mini', stream: true } });
+      assert.equal(r.status, 200);
+      const events = r.text.split('\n\n').filter(Boolean);
+      assert.equal(events.length, 42, '40 content chunks, the finishing one, [DONE]');
+      const { payload } = await record(r.logId!);
+      assert.equal(payload.response.events.length, 42);
+      assert.equal(JSON.parse(payload.response.events[39].data).choices[0].delta.content, ' token39');
+      assert.equal(payload.response.events[41].data, '[DONE]');
+      assert.equal(payload.response.sha256, createHash('sha256').update(r.text).digest('hex'));
+      assert.deepEqual(
+        {
+          provider: payload.llm.provider,
+          api: payload.llm.api,
+          model: payload.llm.model,
+          finish: payload.llm.finishReason,
+          usage: payload.llm.usage,
+        },
+        {
+          provider: `openai-compatible:${up.hostPort}`,
+          api: 'chat.completions',
+          model: 'gpt-4o-mini-2024-07-18',
+          finish: 'stop',
+          usage: { inputTokens: 12, outputTokens: 40, totalTokens: 52 },
+        },
+      );
+      assert.equal(payload.llm.streamed, true);
+    });
+
     test('a 5 MB body streams to the caller whole; the record keeps 2 MB, truncated, with the full byte count and hash', async () => {
       const size = 5 * 1024 * 1024 + 7;
       const r = await call({ target: `${up.url}/big?bytes=${size}`, payload: {} });

@@ -169,6 +169,16 @@ test('SSE parsing follows the event-stream rules', () => {
   assert.equal(parseSse(text, true).length, 3, 'a truncated tail may be cut, so it is dropped');
 });
 
+test('SSE parsing reads LF, CRLF and CR line ends alike (LF alone takes the fast split)', () => {
+  const lf = ': c\nevent: delta\nid: 7\ndata: {"a":1}\n\ndata: one\ndata: two\n\ndata:x\n\n';
+  const expected = [{ event: 'delta', id: '7', data: '{"a":1}' }, { data: 'one\ntwo' }, { data: 'x' }];
+  assert.deepEqual(parseSse(lf), expected);
+  assert.deepEqual(parseSse(lf.replaceAll('\n', '\r\n')), expected);
+  assert.deepEqual(parseSse(lf.replaceAll('\n', '\r')), expected);
+  // One CR anywhere puts the whole text on the three-way split: mixed ends still parse.
+  assert.deepEqual(parseSse(lf.replace('\n\n', '\r\n\r\n')), expected);
+});
+
 test('outcomes map to record statuses and upstream errors to outcomes', () => {
   assert.equal(statusOf('complete'), 'complete');
   assert.equal(statusOf('client_disconnected'), 'interrupted');

@@ -64,7 +64,8 @@ export function bigBody(bytes: number): Buffer {
 /**
  * Starts the upstream. Routes (any method):
  * `/echo` JSON of what arrived · `/json` a fixed 1 KB JSON answer · `/status/<n>` that status with a JSON body · `/redirect` 302 to
- * the metadata address · `/sse?n=&delay=` n events · `/sse-step?n=` one event per `step()` ·
+ * the metadata address · `/sse?n=&delay=` n events · `/llm-stream/chat/completions?n=` an OpenAI
+ * chat stream of n content chunks · `/sse-step?n=` one event per `step()` ·
  * `/sse-hang?n=` n events then silence · `/big?bytes=` a streamed body · `/binary` 256 bytes ·
  * `/text` plain text · `/hop` hop-by-hop and secret response headers · `/no-answer` never answers ·
  * `/stall` headers and one chunk, then silence · `/reset` destroys the socket · `/reset-mid`
@@ -128,6 +129,27 @@ export async function startUpstream(options: { record?: boolean } = {}): Promise
           i++;
           if (delay > 0) setTimeout(next, delay);
           else setImmediate(next);
+        };
+        next();
+        return;
+      }
+      case '/llm-stream/chat/completions': {
+        // An OpenAI chat.completions stream: n content chunks, a last one with the finish reason
+        // and usage, then [DONE]; each chunk ~230 bytes, as the real API sends them.
+        res.writeHead(200, { 'content-type': 'text/event-stream; charset=utf-8', 'cache-control': 'no-cache' });
+        let i = 0;
+        const head =
+          '{"id":"chatcmpl-AbCdEfGhIjKlMnOpQrStUvWxYz012","object":"chat.completion.chunk","created":1732800000,"model":"gpt-4o-mini-2024-07-18","system_fingerprint":"fp_0ba0d124f1","choices":[{"index":0,';
+        const next = () => {
+          if (res.destroyed) return;
+          if (i < n) res.write(`data: ${head}"delta":{"content":" token${i}"},"logprobs":null,"finish_reason":null}]}\n\n`);
+          else if (i === n)
+            res.write(
+              `data: ${head}"delta":{},"logprobs":null,"finish_reason":"stop"}],"usage":{"prompt_tokens":12,"completion_tokens":${n},"total_tokens":${n + 12}}}\n\n`,
+            );
+          else return void res.end('data: [DONE]\n\n');
+          i++;
+          setImmediate(next);
         };
         next();
         return;
