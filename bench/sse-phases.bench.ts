@@ -17,7 +17,8 @@
  * core, and its burst of events after the first can keep the caller waiting on the run queue, which
  * the last stretch shows (docs/performance.md); SSE_PHASES_STREAM=/sse?n=1 measures without it.
  *
- * Knobs: SSE_PHASES_CALLS (default 400 per target, after 30 warm-up calls), SSE_PHASES_DOOR=forward
+ * Knobs: SSE_PHASES_CALLS (default 400 per target), SSE_PHASES_WARM (warm-up calls per target,
+ * default 2,000 of one event each, then 30 of the measured stream), SSE_PHASES_DOOR=forward
  * (forward mode instead of `POST /v1/proxy`), SSE_PHASES_STORE=postgres, SSE_PHASES_STREAM (the
  * upstream's path, default `/sse?n=50`; e.g. `/sse?n=3&delay=5` for a destination that idles after
  * its first event, `/llm-stream/chat/completions?n=500` for an OpenAI chat stream, asked for with a
@@ -35,7 +36,13 @@ import { medianMs, medianPhases, medianToFirstChunk, percentileMs, type PhaseSta
 
 const QUICK = process.env.BENCH_QUICK === '1';
 const CALLS = Number(process.env.SSE_PHASES_CALLS ?? (QUICK ? 40 : 400));
-const WARM = QUICK ? 5 : 30;
+/**
+ * Warm-up streams per target before the measured ones, with the stream cut to one event (then 30
+ * of the measured stream). V8 in every process here (the caller's, the destination's and both
+ * proxies') is still optimizing for the first few thousand calls: after 30 calls an idle call's
+ * first event took 2-3 times as long as after 3,000, the direct call's too (twentieth session).
+ */
+const WARM = Number(process.env.SSE_PHASES_WARM ?? (QUICK ? 5 : 2000));
 const FORWARD = process.env.SSE_PHASES_DOOR === 'forward';
 const POSTGRES = process.env.SSE_PHASES_STORE === 'postgres';
 const STREAM = process.env.SSE_PHASES_STREAM ?? '/sse?n=50';
@@ -118,7 +125,11 @@ export default async function ssePhases(): Promise<Record<string, unknown>> {
     process.stdout.write(
       `${CALLS} streams per target, one at a time, in turn; Countersign on ${POSTGRES ? 'PostgreSQL' : 'SQLite'} through ${FORWARD ? 'forward mode' : '/v1/proxy'}\n`,
     );
-    for (let i = 0; i < WARM; i++) for (const [j, t] of targets.entries()) await sseStream(pools[j]!, t.call);
+    // The stream's length is its `n=`: in the path, or in `/v1/proxy`'s body (the target).
+    const cut = (text: string) => text.replace(/([?&]n=)\d+/, (_, head: string) => head + '1');
+    const oneEvent = (c: CallSpec): CallSpec => ({ ...c, path: cut(c.path), ...(c.body === undefined ? {} : { body: cut(c.body) }) });
+    for (let i = 0; i < WARM; i++) for (const [j, t] of targets.entries()) await sseStream(pools[j]!, oneEvent(t.call));
+    for (let i = 0; i < Math.min(WARM, 30); i++) for (const [j, t] of targets.entries()) await sseStream(pools[j]!, t.call);
     for (const t of targets) if (t.phasesFile) fs.rmSync(t.phasesFile, { force: true });
     const streams = targets.map(() => [] as Array<{ sentAt: number; firstAt: number } | undefined>);
     // Each proxy's CPU (all its threads) over the measured streams: the whole stream's cost, its
