@@ -8,7 +8,7 @@
  * Scenarios, each run for every target in turn before the next scenario (so a slow moment of
  * the machine hits all of them alike): 1 KB JSON answer at fixed rates of 500, 1,000 and
  * 2,000 req/s, open loop, latency from each request's scheduled time (bench/proxy/load.ts),
- * each rate warmed up at that rate first; saturation with 32 connections, closed loop; CPU per
+ * after 10 s at 500 req/s for every target and each rate warmed up at that rate first; saturation with 32 connections, closed loop; CPU per
  * call of the proxy process (all threads, /proc/<pid>/stat) at each rate and at saturation; SSE
  * time to the first event (streams of 50 events, one stream at a time); for Countersign on
  * SQLite, the `-wal` file's size (peak while running, at the end, and after 2 s idle). Before
@@ -73,6 +73,12 @@ const QUICK = process.env.BENCH_QUICK === '1';
 const ROUNDS = Number(process.env.PROXY_BENCH_ROUNDS ?? 1);
 const MEASURE_S = Number(process.env.PROXY_BENCH_SECONDS ?? (QUICK ? 1.5 : 5));
 const WARM_S = QUICK ? 0.5 : 2;
+/**
+ * The first warm-up, before any scenario: V8 is still optimizing Countersign's functions for its
+ * first ~5,000 calls (its compiler threads ~22 µs a call at 1,000 req/s after 3,000 calls, ~1 after
+ * 20,000: twentieth session), which would weigh on the first round's first rate.
+ */
+const FIRST_WARM_S = QUICK ? 0.5 : 10;
 const SAT_S = QUICK ? 1.5 : 5;
 const SSE_RUNS = QUICK ? 10 : 30;
 const RATES = [500, 1000, 2000];
@@ -189,8 +195,8 @@ export default async function proxyBench(): Promise<Record<string, unknown>> {
       for (const t of targets) if (t.walFile) walPeak.set(t.name, Math.max(walPeak.get(t.name) ?? 0, fileSize(t.walFile)));
     }, 200);
 
-    // JIT, pools, SQLite pages: every path once at a moderate rate.
-    for (const t of targets) await openLoop(t.pool, t.json, 500, WARM_S);
+    // JIT, pools, SQLite pages: every path at a moderate rate, until V8 has optimized what it will.
+    for (const t of targets) await openLoop(t.pool, t.json, 500, FIRST_WARM_S);
 
     const perRound = new Map<string, { rates: Record<string, RateFigures>[]; sat: SaturationFigures[] }>(
       targets.map((t) => [t.name, { rates: [], sat: [] }]),

@@ -10,7 +10,8 @@
  * Slow requests' onsets are charged to the events they overlap (bench/proxy/tail-attribution.ts).
  *
  * Run: `npm run bench -- tail` (about half a minute). Knobs: TAIL_RATE (default 1000 req/s),
- * TAIL_SECONDS (default 15), TAIL_WARMUP (seconds at the rate before measuring, default 3),
+ * TAIL_SECONDS (default 15), TAIL_WARMUP (seconds at the rate before measuring, default 10:
+ * V8 optimizes for the first ~5,000 calls; twentieth session),
  * TAIL_STORE (sqlite | postgres), TAIL_DOOR=forward (forward mode instead of `POST /v1/proxy`),
  * PROXY_BENCH_CS_FLAGS (extra Node flags for the Countersign process, e.g. `--single-threaded-gc`),
  * TAIL_DIRECT=1 (call the upstream directly, same harness: the load generator's and upstream's own tail), TAIL_TARGET=floor
@@ -63,7 +64,7 @@ const PROOF = process.env.TAIL_PROOF === '1';
 const GC_PHASES = process.env.TAIL_GC_PHASES === '1';
 const SEND_PATH = process.env.TAIL_SEND_PATH === '1';
 const PROFILE = process.env.TAIL_PROFILE === '1';
-const WARMUP_S = Number(process.env.TAIL_WARMUP ?? 3);
+const WARMUP_S = Number(process.env.TAIL_WARMUP ?? (process.env.BENCH_QUICK === '1' ? 1 : 10));
 const BATCHES = process.env.TAIL_BATCHES === '1';
 const WRITEBACK = process.env.TAIL_WRITEBACK === '1';
 // TAIL_DOOR=forward: Countersign through forward mode (the SDK drop-in) instead of POST /v1/proxy.
