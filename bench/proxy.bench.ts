@@ -8,11 +8,12 @@
  * Scenarios, each run for every target in turn before the next scenario (so a slow moment of
  * the machine hits all of them alike): 1 KB JSON answer at fixed rates of 500, 1,000 and
  * 2,000 req/s, open loop, latency from each request's scheduled time (bench/proxy/load.ts),
- * after 10 s at 500 req/s for every target and each rate warmed up at that rate first; saturation with 32 connections, closed loop; CPU per
- * call of the proxy process (all threads, /proc/<pid>/stat) at each rate and at saturation; SSE
- * time to the first event (streams of 50 events, one stream at a time); for Countersign on
- * SQLite, the `-wal` file's size (peak while running, at the end, and after 2 s idle). Before
- * and after, the proxy core's prices at that moment (proxy/machine-moment.ts), to read the run by.
+ * after 10 s at 500 req/s for every target and each rate warmed up at that rate first;
+ * saturation with 32 connections, closed loop; CPU per call of the proxy process (all threads,
+ * /proc/<pid>/stat) at each rate and at saturation; SSE time to the first event (streams of 50
+ * events, one stream at a time); for Countersign on SQLite, the `-wal` file's size (peak while
+ * running, at the end, and after 2 s idle). Before and after, the proxy core's prices at that
+ * moment (proxy/machine-moment.ts), to read the run by.
  *
  * Run: `npm run bench -- proxy` (a few minutes). `BENCH_QUICK=1` is a smoke run (well under a
  * minute, figures not meaningful). Knobs: PROXY_BENCH_ROUNDS (medians over rounds, default 1),

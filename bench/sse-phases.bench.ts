@@ -88,7 +88,8 @@ export default async function ssePhases(): Promise<Record<string, unknown>> {
     const upstream = await startRole('upstream', 'upstream', CORES.load);
     children.push(upstream);
     const upUrl = upstream.info.url!;
-    const withProbe = (name: string) => ({ PROXY_BENCH_UPSTREAM: upUrl, PROXY_BENCH_PHASES_FILE: path.join(dir, `${name}.jsonl`) });
+    const phasesFileOf = (name: string) => path.join(dir, `${name}.jsonl`);
+    const withProbe = (name: string) => ({ PROXY_BENCH_UPSTREAM: upUrl, PROXY_BENCH_PHASES_FILE: phasesFileOf(name) });
     const floor = await startRole('floor', 'floor', CORES.proxy, withProbe('floor'), ['--import', probe]);
     children.push(floor);
     let database: Record<string, string> = {};
@@ -109,7 +110,7 @@ export default async function ssePhases(): Promise<Record<string, unknown>> {
       {
         name: 'floor',
         call: plainStreamCall(floor.info.url!),
-        phasesFile: path.join(dir, 'floor.jsonl'),
+        phasesFile: phasesFileOf('floor'),
         pid: floor.proc.pid!,
       },
       {
@@ -117,7 +118,7 @@ export default async function ssePhases(): Promise<Record<string, unknown>> {
         call: FORWARD
           ? forwardDoorCall(csUrl, cs.info.apiKey!, ENC, STREAM, CHAT_BODY)
           : proxyDoorCall(csUrl, cs.info.apiKey!, ENC, upUrl + STREAM),
-        phasesFile: path.join(dir, 'countersign.jsonl'),
+        phasesFile: phasesFileOf('countersign'),
         pid: cs.proc.pid!,
       },
     ];
@@ -128,7 +129,8 @@ export default async function ssePhases(): Promise<Record<string, unknown>> {
     // The stream's length is its `n=`: in the path, or in `/v1/proxy`'s body (the target).
     const cut = (text: string) => text.replace(/([?&]n=)\d+/, (_, head: string) => head + '1');
     const oneEvent = (c: CallSpec): CallSpec => ({ ...c, path: cut(c.path), ...(c.body === undefined ? {} : { body: cut(c.body) }) });
-    for (let i = 0; i < WARM; i++) for (const [j, t] of targets.entries()) await sseStream(pools[j]!, oneEvent(t.call));
+    const warmCalls = targets.map((t) => oneEvent(t.call));
+    for (let i = 0; i < WARM; i++) for (const [j, call] of warmCalls.entries()) await sseStream(pools[j]!, call);
     for (let i = 0; i < Math.min(WARM, 30); i++) for (const [j, t] of targets.entries()) await sseStream(pools[j]!, t.call);
     for (const t of targets) if (t.phasesFile) fs.rmSync(t.phasesFile, { force: true });
     const streams = targets.map(() => [] as Array<{ sentAt: number; firstAt: number } | undefined>);

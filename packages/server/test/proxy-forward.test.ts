@@ -281,8 +281,8 @@ for (const store of STORES) {
       while (!(await it.next()).done);
       const logId = r.headers['x-service-log-id'] as string;
       const { payload } = await waitFor(async () => {
-        const got = await record(logId);
-        return got.row.status === 'complete' ? got : undefined;
+        const stored = await record(logId);
+        return stored.row.status === 'complete' ? stored : undefined;
       });
       assert.deepEqual(payload.response.events, [{ data: 'step 0' }]);
     });

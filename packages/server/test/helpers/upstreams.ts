@@ -62,6 +62,23 @@ export function bigBody(bytes: number): Buffer {
 }
 
 /**
+ * Writes `eventAt(0)`, `eventAt(1)`, … one per turn of the event loop (or one every `delayMs`), as a
+ * destination that produces its events one by one does, and ends the answer at the first undefined.
+ */
+function writePaced(res: http.ServerResponse, eventAt: (i: number) => string | undefined, delayMs = 0): void {
+  let i = 0;
+  const next = () => {
+    if (res.destroyed) return;
+    const text = eventAt(i++);
+    if (text === undefined) return void res.end();
+    res.write(text);
+    if (delayMs > 0) setTimeout(next, delayMs);
+    else setImmediate(next);
+  };
+  next();
+}
+
+/**
  * Starts the upstream. Routes (any method):
  * `/echo` JSON of what arrived · `/json` a fixed 1 KB JSON answer · `/status/<n>` that status with a JSON body · `/redirect` 302 to
  * the metadata address · `/sse?n=&delay=` n events · `/llm-stream/chat/completions?n=` an OpenAI
@@ -121,37 +138,21 @@ export async function startUpstream(options: { record?: boolean } = {}): Promise
       case '/sse': {
         const delay = Number(u.searchParams.get('delay') ?? '0');
         res.writeHead(200, { 'content-type': 'text/event-stream', 'cache-control': 'no-cache' });
-        let i = 0;
-        const next = () => {
-          if (res.destroyed) return;
-          if (i >= n) return void res.end();
-          res.write(`id: ${i}\nevent: tick\ndata: {"i":${i}}\n\n`);
-          i++;
-          if (delay > 0) setTimeout(next, delay);
-          else setImmediate(next);
-        };
-        next();
+        writePaced(res, (i) => (i < n ? `id: ${i}\nevent: tick\ndata: {"i":${i}}\n\n` : undefined), delay);
         return;
       }
       case '/llm-stream/chat/completions': {
         // An OpenAI chat.completions stream: n content chunks, a last one with the finish reason
         // and usage, then [DONE]; each chunk ~230 bytes, as the real API sends them.
         res.writeHead(200, { 'content-type': 'text/event-stream; charset=utf-8', 'cache-control': 'no-cache' });
-        let i = 0;
         const head =
           '{"id":"chatcmpl-AbCdEfGhIjKlMnOpQrStUvWxYz012","object":"chat.completion.chunk","created":1732800000,"model":"gpt-4o-mini-2024-07-18","system_fingerprint":"fp_0ba0d124f1","choices":[{"index":0,';
-        const next = () => {
-          if (res.destroyed) return;
-          if (i < n) res.write(`data: ${head}"delta":{"content":" token${i}"},"logprobs":null,"finish_reason":null}]}\n\n`);
-          else if (i === n)
-            res.write(
-              `data: ${head}"delta":{},"logprobs":null,"finish_reason":"stop"}],"usage":{"prompt_tokens":12,"completion_tokens":${n},"total_tokens":${n + 12}}}\n\n`,
-            );
-          else return void res.end('data: [DONE]\n\n');
-          i++;
-          setImmediate(next);
-        };
-        next();
+        const finish = `"delta":{},"logprobs":null,"finish_reason":"stop"}],"usage":{"prompt_tokens":12,"completion_tokens":${n},"total_tokens":${n + 12}}}`;
+        writePaced(res, (i) => {
+          if (i < n) return `data: ${head}"delta":{"content":" token${i}"},"logprobs":null,"finish_reason":null}]}\n\n`;
+          if (i === n) return `data: ${head}${finish}\n\n`;
+          return i === n + 1 ? 'data: [DONE]\n\n' : undefined;
+        });
         return;
       }
       case '/sse-step': {
