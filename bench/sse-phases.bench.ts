@@ -14,15 +14,16 @@
  * bytes in until the caller has the event (the caller's side, the sockets, the proxy's write). Those
  * two compare the caller's clock with the proxy's: both are epochs of one host, whose difference
  * moves time from one stretch to the other but not their sum. The destination runs on the caller's
- * core, and its burst of events after the first can keep the caller waiting on the run queue, which
- * the last stretch shows (docs/performance.md); SSE_PHASES_STREAM=/sse?n=1 measures without it.
+ * core, and a burst of events after the first can keep the caller waiting on the run queue, which
+ * the last stretch shows (docs/performance.md); so the default stream's destination writes the 49
+ * events after the first together, and SSE_PHASES_STREAM=/sse?n=50 measures with the burst.
  *
  * Knobs: SSE_PHASES_CALLS (default 400 per target), SSE_PHASES_WARM (warm-up calls per target,
  * default 2,000 of one event each, then 30 of the measured stream), SSE_PHASES_DOOR=forward
  * (forward mode instead of `POST /v1/proxy`), SSE_PHASES_STORE=postgres, SSE_PHASES_STREAM (the
- * upstream's path, default `/sse?n=50`; e.g. `/sse?n=3&delay=5` for a destination that idles after
- * its first event, `/llm-stream/chat/completions?n=500` for an OpenAI chat stream, asked for with a
- * POST as an SDK does), PROXY_BENCH_CS_FLAGS (extra Node flags for Countersign, e.g.
+ * upstream's path, default `/sse?n=50&rest=together`; e.g. `/sse?n=3&delay=5` for a destination
+ * that idles after its first event, `/llm-stream/chat/completions?n=500` for an OpenAI chat
+ * stream, asked for with a POST as an SDK does), PROXY_BENCH_CS_FLAGS (extra Node flags for Countersign, e.g.
  * `--perf-basic-prof` to profile it), BENCH_QUICK=1 (40 calls). About a minute.
  */
 import fs from 'node:fs';
@@ -45,7 +46,7 @@ const CALLS = Number(process.env.SSE_PHASES_CALLS ?? (QUICK ? 40 : 400));
 const WARM = Number(process.env.SSE_PHASES_WARM ?? (QUICK ? 5 : 2000));
 const FORWARD = process.env.SSE_PHASES_DOOR === 'forward';
 const POSTGRES = process.env.SSE_PHASES_STORE === 'postgres';
-const STREAM = process.env.SSE_PHASES_STREAM ?? '/sse?n=50';
+const STREAM = process.env.SSE_PHASES_STREAM ?? '/sse?n=50&rest=together';
 /** A chat stream (`/llm-stream/chat/completions?n=`) is asked for as an SDK does: a POST with a chat body. */
 const CHAT_BODY = /\/chat\/completions\b/.test(STREAM)
   ? JSON.stringify({ model: 'gpt-4o-mini', stream: true, messages: [{ role: 'user', content: 'hello' }] })

@@ -68,6 +68,19 @@ describe("the sse-phases benchmark's probe", () => {
     assert.ok(medianToFirstChunk(calls) > 0);
   });
 
+  it("relays the benchmarks' stream whole: 50 events, the 49 after the first written together", async () => {
+    const direct = await request(up.url + '/sse?n=50&rest=together');
+    const expected = await direct.body.text();
+    assert.equal(expected.match(/^data: /gm)?.length, 50);
+    const r = await request(t.url + '/v1/proxy', {
+      method: 'POST',
+      headers: { authorization: `Bearer ${apiKey}`, 'content-type': 'application/json', 'x-service-encryption-key': ENC },
+      body: JSON.stringify({ target: up.url + '/sse?n=50&rest=together', payload: {} }),
+    });
+    assert.equal(r.statusCode, 200);
+    assert.equal(await r.body.text(), expected);
+  });
+
   it('measures each phase from the latest step a call has (the floor has no handler, no commit)', () => {
     const floorCall: PhaseStamps = { request: 100, created: 100.07, sent: 100.15, status: 100.5, firstChunk: 100.6 };
     const d = phaseDurations(floorCall);

@@ -64,13 +64,22 @@ export function bigBody(bytes: number): Buffer {
 /**
  * Writes `eventAt(0)`, `eventAt(1)`, … one per turn of the event loop (or one every `delayMs`), as a
  * destination that produces its events one by one does, and ends the answer at the first undefined.
+ * With `restTogether` the events after the first go out in one write on the next turn: a benchmark
+ * timing the first event asks for that, so that a burst of writes by a destination sharing the
+ * caller's core does not hold the caller back while the first event is on its way
+ * (docs/performance.md, "SSE first event").
  */
-function writePaced(res: http.ServerResponse, eventAt: (i: number) => string | undefined, delayMs = 0): void {
+function writePaced(
+  res: http.ServerResponse,
+  eventAt: (i: number) => string | undefined,
+  { delayMs = 0, restTogether = false }: { delayMs?: number; restTogether?: boolean } = {},
+): void {
   let i = 0;
   const next = () => {
     if (res.destroyed) return;
-    const text = eventAt(i++);
+    let text = eventAt(i++);
     if (text === undefined) return void res.end();
+    if (restTogether && i > 1) for (let more = eventAt(i); more !== undefined; more = eventAt(++i)) text += more;
     res.write(text);
     if (delayMs > 0) setTimeout(next, delayMs);
     else setImmediate(next);
@@ -81,7 +90,7 @@ function writePaced(res: http.ServerResponse, eventAt: (i: number) => string | u
 /**
  * Starts the upstream. Routes (any method):
  * `/echo` JSON of what arrived · `/json` a fixed 1 KB JSON answer · `/status/<n>` that status with a JSON body · `/redirect` 302 to
- * the metadata address · `/sse?n=&delay=` n events · `/llm-stream/chat/completions?n=` an OpenAI
+ * the metadata address · `/sse?n=&delay=&rest=together` n events · `/llm-stream/chat/completions?n=` an OpenAI
  * chat stream of n content chunks · `/sse-step?n=` one event per `step()` ·
  * `/sse-hang?n=` n events then silence · `/big?bytes=` a streamed body · `/binary` 256 bytes ·
  * `/text` plain text · `/hop` hop-by-hop and secret response headers · `/no-answer` never answers ·
@@ -136,9 +145,10 @@ export async function startUpstream(options: { record?: boolean } = {}): Promise
         res.end('moved');
         return;
       case '/sse': {
-        const delay = Number(u.searchParams.get('delay') ?? '0');
+        const delayMs = Number(u.searchParams.get('delay') ?? '0');
+        const restTogether = u.searchParams.get('rest') === 'together';
         res.writeHead(200, { 'content-type': 'text/event-stream', 'cache-control': 'no-cache' });
-        writePaced(res, (i) => (i < n ? `id: ${i}\nevent: tick\ndata: {"i":${i}}\n\n` : undefined), delay);
+        writePaced(res, (i) => (i < n ? `id: ${i}\nevent: tick\ndata: {"i":${i}}\n\n` : undefined), { delayMs, restTogether });
         return;
       }
       case '/llm-stream/chat/completions': {
