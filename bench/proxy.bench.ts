@@ -11,10 +11,11 @@
  * after 10 s at 500 req/s for every target and each rate warmed up at that rate first;
  * saturation with 32 connections, closed loop; CPU per call of the proxy process (all threads,
  * /proc/<pid>/stat) at each rate and at saturation; SSE time to the first event (streams of 50
- * events, one stream at a time, the destination writing the 49 after the first together, so that
- * its burst of writes on the caller's core does not hold the caller back: docs/performance.md,
- * "SSE first event"); for Countersign on SQLite, the `-wal` file's size (peak while
- * running, at the end, and after 2 s idle). Before and after, the proxy core's prices at that
+ * events, 100 per target one stream at a time after 500 to warm up, PROXY_BENCH_SSE_WARM; the
+ * destination writes the 49 after the first together, so that its burst of writes on the caller's
+ * core does not hold the caller back: docs/performance.md, "Where the SSE first-event overhead
+ * goes"); for Countersign on SQLite, the `-wal` file's size (peak while running, at the end, and
+ * after 2 s idle). Before and after, the proxy core's prices at that
  * moment (proxy/machine-moment.ts), to read the run by.
  *
  * Run: `npm run bench -- proxy` (a few minutes). `BENCH_QUICK=1` is a smoke run (well under a
@@ -83,7 +84,13 @@ const WARM_S = QUICK ? 0.5 : 2;
  */
 const FIRST_WARM_S = QUICK ? 0.5 : 10;
 const SAT_S = QUICK ? 1.5 : 5;
-const SSE_RUNS = QUICK ? 10 : 30;
+const SSE_RUNS = QUICK ? 10 : 100;
+/**
+ * SSE streams per target before the measured ones: the JSON scenarios leave the streaming path
+ * (the relay of events, the capture) less warm than V8 has it after a few thousand calls
+ * (docs/performance-log.md, twentieth and twenty-first sessions).
+ */
+const SSE_WARM = Number(process.env.PROXY_BENCH_SSE_WARM ?? (QUICK ? 5 : 500));
 /** The SSE stream timed: 50 events, the 49 after the first in one write (see the header). */
 const SSE_PATH = '/sse?n=50&rest=together';
 const RATES = [500, 1000, 2000];
@@ -227,6 +234,7 @@ export default async function proxyBench(): Promise<Record<string, unknown>> {
     // SSE, one stream at a time, targets interleaved stream by stream.
     const sse = new Map<string, SseFigures>();
     const sseRaw = new Map<string, Awaited<ReturnType<typeof sseRuns>>[]>(targets.map((t) => [t.name, []]));
+    for (let i = 0; i < SSE_WARM; i++) for (const t of targets) await sseRuns(t.pool, t.sse, 1);
     for (let i = 0; i < SSE_RUNS; i++) for (const t of targets) sseRaw.get(t.name)!.push(await sseRuns(t.pool, t.sse, 1));
     const merged = (name: string) => {
       const runs = sseRaw.get(name)!;

@@ -67,7 +67,7 @@ export function bigBody(bytes: number): Buffer {
  * With `restTogether` the events after the first go out in one write on the next turn: a benchmark
  * timing the first event asks for that, so that a burst of writes by a destination sharing the
  * caller's core does not hold the caller back while the first event is on its way
- * (docs/performance.md, "SSE first event").
+ * (docs/performance.md, "Where the SSE first-event overhead goes").
  */
 function writePaced(
   res: http.ServerResponse,
