@@ -15,8 +15,8 @@
  * destination writes the 49 after the first together, so that its burst of writes on the caller's
  * core does not hold the caller back: docs/performance.md, "Where the SSE first-event overhead
  * goes"); for Countersign on SQLite, the `-wal` file's size (peak while running, at the end, and
- * after 2 s idle). Before and after, the proxy core's prices at that
- * moment (proxy/machine-moment.ts), to read the run by.
+ * after 2 s idle). Before and after, the proxy core's prices at that moment
+ * (proxy/machine-moment.ts), to read the run by.
  *
  * Run: `npm run bench -- proxy` (a few minutes). `BENCH_QUICK=1` is a smoke run (well under a
  * minute, figures not meaningful). Knobs: PROXY_BENCH_ROUNDS (medians over rounds, default 1),
@@ -59,6 +59,8 @@ import {
   forwardDoorCall,
   saturate,
   sseRuns,
+  sseStream,
+  FIRST_EVENT_STREAM,
   type CallSpec,
 } from './proxy/load.js';
 import {
@@ -91,8 +93,6 @@ const SSE_RUNS = QUICK ? 10 : 100;
  * (docs/performance-log.md, twentieth and twenty-first sessions).
  */
 const SSE_WARM = Number(process.env.PROXY_BENCH_SSE_WARM ?? (QUICK ? 5 : 500));
-/** The SSE stream timed: 50 events, the 49 after the first in one write (see the header). */
-const SSE_PATH = '/sse?n=50&rest=together';
 const RATES = [500, 1000, 2000];
 const CONNECTIONS = 32;
 const DOOR = process.env.PROXY_BENCH_DOOR === 'forward' ? 'forward' : 'proxy';
@@ -111,7 +111,7 @@ interface Target {
 
 function plainTarget(name: string, label: string, origin: string, pid: number): Target {
   const json = plainJsonCall(origin);
-  return { name, label, json, sse: { origin, path: SSE_PATH, method: 'GET', headers: {} }, pid, pool: clientFor(json) };
+  return { name, label, json, sse: { origin, path: FIRST_EVENT_STREAM, method: 'GET', headers: {} }, pid, pool: clientFor(json) };
 }
 
 function countersignTarget(name: string, label: string, child: Child, upstream: string): Target {
@@ -120,10 +120,10 @@ function countersignTarget(name: string, label: string, child: Child, upstream: 
   let sse: CallSpec;
   if (DOOR === 'forward') {
     json = forwardDoorCall(origin, child.info.apiKey!, ENC, '/json', REQUEST_BODY);
-    sse = forwardDoorCall(origin, child.info.apiKey!, ENC, SSE_PATH);
+    sse = forwardDoorCall(origin, child.info.apiKey!, ENC, FIRST_EVENT_STREAM);
   } else {
     json = proxyDoorCall(origin, child.info.apiKey!, ENC, upstream + '/json');
-    sse = proxyDoorCall(origin, child.info.apiKey!, ENC, upstream + SSE_PATH);
+    sse = proxyDoorCall(origin, child.info.apiKey!, ENC, upstream + FIRST_EVENT_STREAM);
   }
   const walFile = child.info.dataDir && !name.endsWith('pg') ? path.join(child.info.dataDir, 'countersign.db-wal') : undefined;
   return { name, label, json, sse, pid: child.proc.pid!, pool: clientFor(json), ...(walFile ? { walFile } : {}) };
@@ -234,7 +234,7 @@ export default async function proxyBench(): Promise<Record<string, unknown>> {
     // SSE, one stream at a time, targets interleaved stream by stream.
     const sse = new Map<string, SseFigures>();
     const sseRaw = new Map<string, Awaited<ReturnType<typeof sseRuns>>[]>(targets.map((t) => [t.name, []]));
-    for (let i = 0; i < SSE_WARM; i++) for (const t of targets) await sseRuns(t.pool, t.sse, 1);
+    for (let i = 0; i < SSE_WARM; i++) for (const t of targets) await sseStream(t.pool, t.sse).catch(() => undefined);
     for (let i = 0; i < SSE_RUNS; i++) for (const t of targets) sseRaw.get(t.name)!.push(await sseRuns(t.pool, t.sse, 1));
     const merged = (name: string) => {
       const runs = sseRaw.get(name)!;

@@ -23,8 +23,8 @@
  * (forward mode instead of `POST /v1/proxy`), SSE_PHASES_STORE=postgres, SSE_PHASES_STREAM (the
  * upstream's path, default `/sse?n=50&rest=together`; e.g. `/sse?n=3&delay=5` for a destination
  * that idles after its first event, `/llm-stream/chat/completions?n=500` for an OpenAI chat
- * stream, asked for with a POST as an SDK does), PROXY_BENCH_CS_FLAGS (extra Node flags for Countersign, e.g.
- * `--perf-basic-prof` to profile it), BENCH_QUICK=1 (40 calls). About a minute.
+ * stream, asked for with a POST as an SDK does), PROXY_BENCH_CS_FLAGS (extra Node flags for
+ * Countersign, e.g. `--perf-basic-prof` to profile it), BENCH_QUICK=1 (40 calls). About a minute.
  */
 import fs from 'node:fs';
 import os from 'node:os';
@@ -32,7 +32,7 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { freshDatabaseOffCore } from './proxy/pin-postgres.js';
 import { CORES, COUNTERSIGN_FLAGS, cpuSeconds, pinSelf, startRole, type Child } from './proxy/children.js';
-import { clientFor, forwardDoorCall, proxyDoorCall, sseStream, type CallSpec } from './proxy/load.js';
+import { clientFor, FIRST_EVENT_STREAM, forwardDoorCall, proxyDoorCall, sseStream, type CallSpec } from './proxy/load.js';
 import { medianMs, medianPhases, medianToFirstChunk, percentileMs, type PhaseStamps } from './proxy/sse-phases-probe.js';
 
 const QUICK = process.env.BENCH_QUICK === '1';
@@ -46,7 +46,7 @@ const CALLS = Number(process.env.SSE_PHASES_CALLS ?? (QUICK ? 40 : 400));
 const WARM = Number(process.env.SSE_PHASES_WARM ?? (QUICK ? 5 : 2000));
 const FORWARD = process.env.SSE_PHASES_DOOR === 'forward';
 const POSTGRES = process.env.SSE_PHASES_STORE === 'postgres';
-const STREAM = process.env.SSE_PHASES_STREAM ?? '/sse?n=50&rest=together';
+const STREAM = process.env.SSE_PHASES_STREAM ?? FIRST_EVENT_STREAM;
 /** A chat stream (`/llm-stream/chat/completions?n=`) is asked for as an SDK does: a POST with a chat body. */
 const CHAT_BODY = /\/chat\/completions\b/.test(STREAM)
   ? JSON.stringify({ model: 'gpt-4o-mini', stream: true, messages: [{ role: 'user', content: 'hello' }] })

@@ -23,6 +23,13 @@ const REQUEST = { model: 'm', prompt: 'hello' };
 /** The body of every benchmark call, as bytes on the wire ({@link REQUEST}). */
 export const REQUEST_BODY = JSON.stringify(REQUEST);
 
+/**
+ * The SSE stream whose first event the benchmarks time: 50 events, the 49 after the first in one
+ * write, so that the destination's burst of writes on the caller's core does not hold the caller
+ * back (docs/performance.md, "Where the SSE first-event overhead goes").
+ */
+export const FIRST_EVENT_STREAM = '/sse?n=50&rest=together';
+
 /** `POST /json` with {@link REQUEST_BODY} to `origin`: the upstream itself, or a proxy that passes the path on. */
 export function plainJsonCall(origin: string): CallSpec {
   return { origin, path: '/json', method: 'POST', headers: { 'content-type': 'application/json' }, body: REQUEST_BODY };

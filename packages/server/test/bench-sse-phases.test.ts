@@ -16,6 +16,7 @@ import {
   STEPS,
   type PhaseStamps,
 } from '../../../bench/proxy/sse-phases-probe.js';
+import { FIRST_EVENT_STREAM } from '../../../bench/proxy/load.js';
 import { startApp, type TestApp } from './helpers/server.js';
 import { makeProjectKey, startUpstream, waitFor, type Upstream } from './helpers/upstreams.js';
 
@@ -69,13 +70,13 @@ describe("the sse-phases benchmark's probe", () => {
   });
 
   it("relays the benchmarks' stream whole: 50 events, the 49 after the first written together", async () => {
-    const direct = await request(up.url + '/sse?n=50&rest=together');
+    const direct = await request(up.url + FIRST_EVENT_STREAM);
     const expected = await direct.body.text();
     assert.equal(expected.match(/^data: /gm)?.length, 50);
     const r = await request(t.url + '/v1/proxy', {
       method: 'POST',
       headers: { authorization: `Bearer ${apiKey}`, 'content-type': 'application/json', 'x-service-encryption-key': ENC },
-      body: JSON.stringify({ target: up.url + '/sse?n=50&rest=together', payload: {} }),
+      body: JSON.stringify({ target: up.url + FIRST_EVENT_STREAM, payload: {} }),
     });
     assert.equal(r.statusCode, 200);
     assert.equal(await r.body.text(), expected);
