@@ -50,17 +50,17 @@ import {
 } from './proxy/children.js';
 import {
   clientFor,
+  FIRST_EVENT_STREAM,
+  forwardDoorCall,
   latencyFigures,
   openLoop,
   pctMs,
   plainJsonCall,
   proxyDoorCall,
   REQUEST_BODY,
-  forwardDoorCall,
   saturate,
   sseRuns,
   sseStream,
-  FIRST_EVENT_STREAM,
   type CallSpec,
 } from './proxy/load.js';
 import {

@@ -4,8 +4,9 @@
  * UTF-8 sequence lengths, hex escapes and ASCII slices.
  */
 
-const MINUS = 0x2d;
-const ZERO = 0x30;
+/** `-` and `0` as UTF-8 bytes (shared with json-text.ts's scanner). */
+export const MINUS = 0x2d;
+export const ZERO = 0x30;
 
 /**
  * True when the JSON number `token` denotes exactly the decimal that `String(Number(token))`

@@ -8,7 +8,7 @@
  * @packageDocumentation
  */
 import { MAX_JSON_DEPTH } from './canonical.js';
-import { ascii, hex4, numberIsExact, utf8Length } from './json-lexical.js';
+import { ascii, hex4, MINUS, numberIsExact, utf8Length, ZERO } from './json-lexical.js';
 
 /** What {@link inspectJson} found in a well-formed JSON text. */
 export interface JsonInspection {
@@ -78,8 +78,6 @@ const OPEN_ARRAY = 0x5b;
 const CLOSE_ARRAY = 0x5d;
 const OPEN_OBJECT = 0x7b;
 const CLOSE_OBJECT = 0x7d;
-const MINUS = 0x2d;
-const ZERO = 0x30;
 const NINE = 0x39;
 const TRUE = [0x74, 0x72, 0x75, 0x65];
 const FALSE = [0x66, 0x61, 0x6c, 0x73, 0x65];

@@ -38,14 +38,17 @@ describe("the sse-phases benchmark's probe", () => {
     await t.close();
     await up.close();
   });
+  /** A call of `target` through `POST /v1/proxy`, sealed with {@link ENC}. */
+  const viaProxy = (target: string) =>
+    request(t.url + '/v1/proxy', {
+      method: 'POST',
+      headers: { authorization: `Bearer ${apiKey}`, 'content-type': 'application/json', 'x-service-encryption-key': ENC },
+      body: JSON.stringify({ target, payload: {} }),
+    });
 
   it("stamps every step of a streamed call through /v1/proxy, in the pipeline's order", async () => {
     for (let i = 0; i < 3; i++) {
-      const r = await request(t.url + '/v1/proxy', {
-        method: 'POST',
-        headers: { authorization: `Bearer ${apiKey}`, 'content-type': 'application/json', 'x-service-encryption-key': ENC },
-        body: JSON.stringify({ target: up.url + '/sse?n=5', payload: {} }),
-      });
+      const r = await viaProxy(up.url + '/sse?n=5');
       assert.equal(r.statusCode, 200);
       await r.body.text();
     }
@@ -73,11 +76,7 @@ describe("the sse-phases benchmark's probe", () => {
     const direct = await request(up.url + FIRST_EVENT_STREAM);
     const expected = await direct.body.text();
     assert.equal(expected.match(/^data: /gm)?.length, 50);
-    const r = await request(t.url + '/v1/proxy', {
-      method: 'POST',
-      headers: { authorization: `Bearer ${apiKey}`, 'content-type': 'application/json', 'x-service-encryption-key': ENC },
-      body: JSON.stringify({ target: up.url + FIRST_EVENT_STREAM, payload: {} }),
-    });
+    const r = await viaProxy(up.url + FIRST_EVENT_STREAM);
     assert.equal(r.statusCode, 200);
     assert.equal(await r.body.text(), expected);
   });
