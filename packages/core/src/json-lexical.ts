@@ -1,57 +1,22 @@
 /**
- * Lexical helpers of `inspectJson` (json-text.ts), internal to core: number-token exactness (does
- * canonical JSON, which writes `String(Number(token))`, say the same decimal as the token?),
- * UTF-8 sequence lengths, hex escapes and ASCII slices.
+ * Lexical helpers of `inspectJson` (json-text.ts), internal to core: the scan's error, the bytes
+ * its grammar names, UTF-8 sequence lengths, hex escapes, ASCII slices and member names.
  */
 
-/** `-` and `0` as UTF-8 bytes (shared with json-text.ts's scanner). */
+/** Thrown inside the scan (json-text.ts, json-number.ts) and turned into the error answer by `inspectJson`. */
+export class ScanError {
+  constructor(
+    readonly error: 'syntax' | 'too_deep' | 'invalid_utf8',
+    readonly offset: number,
+    readonly message: string,
+  ) {}
+}
+
+export const QUOTE = 0x22;
+export const BACKSLASH = 0x5c;
 export const MINUS = 0x2d;
 export const ZERO = 0x30;
-
-/**
- * True when the JSON number `token` denotes exactly the decimal that `String(Number(token))`
- * (the shortest round-trip form, which canonical JSON writes) denotes. A nonzero token read as 0
- * (underflow) or as Infinity (overflow) is not exact; neither is any negative zero.
- */
-export function numberIsExact(token: string): boolean {
-  const x = Number(token);
-  if (!Number.isFinite(x)) return false;
-  if (x === 0) return decimalKey(token) === '0';
-  const shortest = String(x);
-  return shortest === token || decimalKey(shortest) === decimalKey(token);
-}
-
-/**
- * A normal form of a decimal number text (a JSON number token or `String(x)`): sign, significant
- * digits without leading or trailing zeros, and the decimal exponent of the first of them ('0'
- * for positive zero, '-0' for negative zero). Slices, so a long token costs no allocation per
- * character.
- */
-export function decimalKey(text: string): string {
-  const negative = text.charCodeAt(0) === MINUS;
-  let mantissaEnd = text.length;
-  let point = -1;
-  let first = -1;
-  let last = -1;
-  for (let i = negative ? 1 : 0; i < text.length; i++) {
-    const c = text.charCodeAt(i);
-    if (c === 0x2e) {
-      point = i;
-    } else if (c === 0x65 || c === 0x45) {
-      mantissaEnd = i;
-      break;
-    } else if (c !== ZERO) {
-      if (first < 0) first = i;
-      last = i;
-    }
-  }
-  if (first < 0) return negative ? '-0' : '0';
-  if (point < 0) point = mantissaEnd;
-  const digits = text.slice(first, last + 1).replace('.', '');
-  const magnitude = first < point ? point - first - 1 : point - first;
-  const exponent = mantissaEnd < text.length ? Number(text.slice(mantissaEnd + 1)) : 0;
-  return `${negative ? '-' : ''}${digits}e${magnitude + exponent}`;
-}
+export const NINE = 0x39;
 
 /** Hex digit values, -1 for anything else. */
 const HEX = new Int8Array(256).fill(-1);
@@ -96,4 +61,23 @@ export function utf8Length(b: Uint8Array, i: number): number {
     return c1 >= lo && c1 <= hi && (c2 & 0xc0) === 0x80 && ((b[i + 3] ?? 0) & 0xc0) === 0x80 ? 4 : 0;
   }
   return 0;
+}
+
+const utf8Lenient = new TextDecoder('utf-8', { ignoreBOM: true });
+
+/**
+ * The text of a UTF-8 buffer; bytes that are not UTF-8 become U+FFFD (as `TextDecoder` and Node's
+ * `Buffer#toString` do).
+ */
+export function decodeLenient(b: Uint8Array): string {
+  return utf8Lenient.decode(b);
+}
+
+/**
+ * The member name whose string contents are bytes [start, end) (between its quotes); `general`
+ * when it may hold escapes or non-ASCII.
+ */
+export function decodeName(b: Uint8Array, start: number, end: number, general: boolean): string {
+  if (!general) return ascii(b, start, end);
+  return JSON.parse(utf8Lenient.decode(b.subarray(start - 1, end + 1))) as string;
 }

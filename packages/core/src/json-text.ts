@@ -8,7 +8,9 @@
  * @packageDocumentation
  */
 import { MAX_JSON_DEPTH } from './canonical.js';
-import { ascii, hex4, MINUS, numberIsExact, utf8Length, ZERO } from './json-lexical.js';
+import { NestedKeys } from './json-keys.js';
+import { ascii, BACKSLASH, decodeLenient, decodeName, hex4, MINUS, NINE, QUOTE, ScanError, utf8Length, ZERO } from './json-lexical.js';
+import { NUMBER_EXACT, NUMBER_NEGATIVE_ZERO, numberIsExact, NumberScan, scanNumber } from './json-number.js';
 
 /** What {@link inspectJson} found in a well-formed JSON text. */
 export interface JsonInspection {
@@ -61,24 +63,12 @@ export interface JsonInspectOptions {
   allowInvalidUtf8?: boolean;
 }
 
-/** Thrown inside the scanner and turned into the error answer by {@link inspectJson}. */
-class ScanError {
-  constructor(
-    readonly error: 'syntax' | 'too_deep' | 'invalid_utf8',
-    readonly offset: number,
-    readonly message: string,
-  ) {}
-}
-
-const QUOTE = 0x22;
-const BACKSLASH = 0x5c;
 const COMMA = 0x2c;
 const COLON = 0x3a;
 const OPEN_ARRAY = 0x5b;
 const CLOSE_ARRAY = 0x5d;
 const OPEN_OBJECT = 0x7b;
 const CLOSE_OBJECT = 0x7d;
-const NINE = 0x39;
 const TRUE = [0x74, 0x72, 0x75, 0x65];
 const FALSE = [0x66, 0x61, 0x6c, 0x73, 0x65];
 const NULL = [0x6e, 0x75, 0x6c, 0x6c];
@@ -92,10 +82,10 @@ IN_STRING.fill(3, 0, 0x20); // control character
 IN_STRING[QUOTE] = 1;
 IN_STRING[BACKSLASH] = 2;
 IN_STRING.fill(4, 0x80); // start (or not) of a multi-byte sequence
-/** Past this many keys, or on an escaped key, an object's duplicate check uses a Set of names. */
-const KEYS_BY_BYTES = 16;
-
-const utf8Lenient = new TextDecoder('utf-8', { ignoreBOM: true });
+/** Nesting a scanner's per-level array keeps between scans; deeper texts grow it for their scan only. */
+const KEEP_LEVELS = 256;
+const START_LEVELS = 66;
+const NO_BYTES = new Uint8Array(0);
 
 /**
  * Inspects a JSON text: a linear single pass over its UTF-8 bytes (RFC 8259 grammar; whitespace
@@ -111,77 +101,44 @@ const utf8Lenient = new TextDecoder('utf-8', { ignoreBOM: true });
  * not), about 6 ms per MB of key-dense records, about 18 ms per MB of 17-digit floats (an
  * embeddings answer in float format: each such number costs a `Number` and a `String` call);
  * an over-deep text is refused at the first byte past the limit, whatever its size. A small text
- * costs little more than its bytes: the working arrays are reused from one scan to the next
- * (0.3 µs for `{"a":1}`, 1 µs for a 131-byte nested object; 3.2 and 10.6 µs when each scan
- * allocated its own).
+ * costs little more than its bytes: the scanner and its working arrays are reused from one scan
+ * to the next (0.3 µs for `{"a":1}`, 1 µs for a 131-byte nested object; 3.2 and 10.6 µs when each
+ * scan allocated its own).
  */
 export function inspectJson(bytes: Uint8Array, opts?: JsonInspectOptions): JsonInspectResult {
-  const arrays = spareArrays ?? newScanArrays();
-  spareArrays = undefined;
-  const scanner = new Scanner(bytes, opts?.maxDepth ?? MAX_JSON_DEPTH, opts?.allowInvalidUtf8 === true, arrays);
+  // A scan runs to its end without yielding, so one scanner serves them all; taking it out of
+  // `spareScanner` while it works keeps that true even if a scan ever re-entered.
+  const scanner = spareScanner ?? new Scanner();
+  spareScanner = undefined;
   try {
-    return { ok: true, value: scanner.run() };
+    return { ok: true, value: scanner.run(bytes, opts?.maxDepth ?? MAX_JSON_DEPTH, opts?.allowInvalidUtf8 === true) };
   } catch (e) {
     if (e instanceof ScanError) return { ok: false, error: e.error, offset: e.offset, message: e.message };
     throw e;
   } finally {
-    spareArrays = scanner.lend();
+    if (scanner.release()) spareScanner = scanner;
   }
 }
 
-/**
- * The scanner's working arrays (per nesting level, and the key ranges of open objects). A scan
- * runs to its end without yielding, so the arrays of the last one are lent to the next instead
- * of allocated per call: each typed array of this size has a memory block outside the heap that
- * the young generation's collector frees in its pause (two scans per proxied call).
- */
-interface ScanArrays {
-  isObject: Uint8Array;
-  keyBase: Int32Array;
-  keySetActive: Uint8Array;
-  keyRanges: Int32Array;
-  keySets: Array<Set<string> | undefined>;
-}
+let spareScanner: Scanner | undefined;
 
-/** Arrays grown past these sizes by an unusual text are dropped rather than kept for the next scan. */
-const KEEP_LEVELS = 256;
-const KEEP_KEY_RANGES = 1024;
-const START_LEVELS = 66;
-
-let spareArrays: ScanArrays | undefined;
-
-function newScanArrays(): ScanArrays {
-  return {
-    isObject: new Uint8Array(START_LEVELS),
-    keyBase: new Int32Array(START_LEVELS),
-    keySetActive: new Uint8Array(START_LEVELS),
-    keyRanges: new Int32Array(64),
-    keySets: [],
-  };
-}
-
-/** The scanner's state; one instance per call. */
+/** The scanner's state: set afresh by each {@link Scanner.run}, released after it. */
 class Scanner {
+  bytes: Uint8Array = NO_BYTES;
+  maxDepth = 0;
+  allowInvalidUtf8 = false;
   #pos = 0;
   #depth = 0;
   #containers = 0;
   #maxSeen = 0;
   #lossyReason: JsonInspection['lossyReason'] = undefined;
   #validUtf8 = true;
-  /** Per open container (index depth - 1): 1 for an object. */
-  #isObject: Uint8Array;
-  /**
-   * Duplicate keys below the top level: each open object's names so far, as byte ranges
-   * [start, end) of their contents (flat pairs, a stack: an object's pairs start at
-   * `#keyBase[depth]` and are dropped when it closes), compared byte for byte; an object with an
-   * escaped or invalid-UTF-8 name, or many names, switches to a Set of decoded names instead.
-   */
-  #keyRanges: Int32Array;
-  #keyTop = 0;
-  #keyBase: Int32Array;
-  readonly #keySets: Array<Set<string> | undefined>;
-  #keySetActive: Uint8Array;
+  /** Per open container (index depth - 1): 1 for an object. Doubles as nesting grows. */
+  #isObject = new Uint8Array(START_LEVELS);
+  /** Names of the open objects below the top level (duplicate check). */
+  readonly #keys = new NestedKeys();
   #members: Map<string, Array<[number, number]>> | undefined;
+  readonly #token = new NumberScan();
   // What the last string held (set by #string).
   #escaped = false;
   #nonAscii = false;
@@ -191,39 +148,25 @@ class Scanner {
   /** The whole input as text, decoded at the first need (a long number token). */
   #text: string | undefined;
 
-  constructor(
-    private readonly bytes: Uint8Array,
-    private readonly maxDepth: number,
-    private readonly allowInvalidUtf8: boolean,
-    arrays: ScanArrays,
-  ) {
-    // Per-level arrays (lent, see ScanArrays) double as nesting grows (#grow). Nothing in them is
-    // read before this scan writes it: a level's slots are set when it opens, key ranges below
-    // #keyTop only, and a key Set is cleared when an object starts using it.
-    this.#isObject = arrays.isObject;
-    this.#keyBase = arrays.keyBase;
-    this.#keySetActive = arrays.keySetActive;
-    this.#keyRanges = arrays.keyRanges;
-    this.#keySets = arrays.keySets;
+  /** Drops what the last scan read (it can be a caller's data); false when the scanner is better dropped. */
+  release(): boolean {
+    this.bytes = NO_BYTES;
+    this.#text = undefined;
+    this.#members = undefined;
+    return this.#keys.release() && this.#isObject.length <= KEEP_LEVELS;
   }
 
-  /** The working arrays, for the next scan; undefined when this text grew them unusually large. */
-  lend(): ScanArrays | undefined {
-    // Names read from the text stay in no Set past the scan (they can be a caller's data).
-    for (const set of this.#keySets) set?.clear();
-    if (this.#isObject.length > KEEP_LEVELS || this.#keyRanges.length > KEEP_KEY_RANGES || this.#keySets.length > KEEP_LEVELS)
-      return undefined;
-    return {
-      isObject: this.#isObject,
-      keyBase: this.#keyBase,
-      keySetActive: this.#keySetActive,
-      keyRanges: this.#keyRanges,
-      keySets: this.#keySets,
-    };
-  }
-
-  run(): JsonInspection {
-    const b = this.bytes;
+  run(bytes: Uint8Array, maxDepth: number, allowInvalidUtf8: boolean): JsonInspection {
+    this.bytes = bytes;
+    this.maxDepth = maxDepth;
+    this.allowInvalidUtf8 = allowInvalidUtf8;
+    this.#depth = 0;
+    this.#containers = 0;
+    this.#maxSeen = 0;
+    this.#lossyReason = undefined;
+    this.#validUtf8 = true;
+    this.#shift = 0;
+    const b = bytes;
     const len = b.length;
     this.#pos = this.#ws(0);
     if (this.#pos >= len) throw new ScanError('syntax', this.#pos, 'no JSON value');
@@ -245,8 +188,7 @@ class Scanner {
         if (this.#depth > this.#maxSeen) this.#maxSeen = this.#depth;
         if (isObject) {
           if (this.#depth === 1) this.#members = new Map();
-          this.#keyBase[this.#depth] = this.#keyTop;
-          this.#keySetActive[this.#depth] = 0;
+          else this.#keys.open(this.#depth);
         }
         this.#pos = this.#ws(this.#pos + 1);
         opened = b[this.#pos] !== (isObject ? CLOSE_OBJECT : CLOSE_ARRAY);
@@ -303,25 +245,18 @@ class Scanner {
           break;
         }
         if (d !== (inObject ? CLOSE_OBJECT : CLOSE_ARRAY)) throw this.#unexpected(inObject ? "',' or '}'" : "',' or ']'");
-        if (inObject) this.#keyTop = this.#keyBase[this.#depth]!;
+        if (inObject && this.#depth > 1) this.#keys.close(this.#depth);
         this.#depth--;
         this.#pos++;
       }
     }
   }
 
-  /** Doubles the per-level arrays. */
+  /** Doubles the per-level array. */
   #grow(): void {
-    const size = this.#isObject.length * 2;
-    const isObject = new Uint8Array(size);
+    const isObject = new Uint8Array(this.#isObject.length * 2);
     isObject.set(this.#isObject);
     this.#isObject = isObject;
-    const keyBase = new Int32Array(size);
-    keyBase.set(this.#keyBase);
-    this.#keyBase = keyBase;
-    const keySetActive = new Uint8Array(size);
-    keySetActive.set(this.#keySetActive);
-    this.#keySetActive = keySetActive;
   }
 
   #result(): JsonInspection {
@@ -351,71 +286,17 @@ class Scanner {
     const end = this.#string(start);
     let name: string | undefined;
     if (this.#depth === 1) {
-      name = this.#decodeName(start + 1, end - 1, this.#escaped || this.#nonAscii);
+      name = decodeName(b, start + 1, end - 1, this.#escaped || this.#nonAscii);
       if (this.#members!.has(name)) this.#lossy('duplicate_key');
     } else if (this.#lossyReason === undefined) {
       // Once the text is lossy, nested duplicates change nothing: skip the work.
-      this.#checkNestedName(start + 1, end - 1);
+      const plain = !this.#escaped && !this.#invalid;
+      if (this.#keys.isDuplicate(b, this.#depth, start + 1, end - 1, plain, this.#nonAscii)) this.#lossy('duplicate_key');
     }
     this.#pos = this.#ws(end);
     if (b[this.#pos] !== COLON) throw this.#unexpected("':'");
     this.#pos = this.#ws(this.#pos + 1);
     return name;
-  }
-
-  /** Duplicate check of the name with contents [start, end) in the object at #depth. */
-  #checkNestedName(start: number, end: number): void {
-    const b = this.bytes;
-    const depth = this.#depth;
-    let ranges = this.#keyRanges;
-    const top = this.#keyTop;
-    // Raw bytes are the name exactly when nothing is escaped and the UTF-8 is valid.
-    const plain = !this.#escaped && !this.#invalid;
-    if (this.#keySetActive[depth] === 0) {
-      const base = this.#keyBase[depth]!;
-      if (plain && top - base < 2 * KEYS_BY_BYTES) {
-        const length = end - start;
-        for (let k = base; k < top; k += 2) {
-          const s = ranges[k]!;
-          if (ranges[k + 1]! - s !== length) continue;
-          let same = true;
-          for (let j = 0; j < length; j++) {
-            if (b[s + j] !== b[start + j]) {
-              same = false;
-              break;
-            }
-          }
-          if (same) {
-            this.#lossy('duplicate_key');
-            return;
-          }
-        }
-        if (top + 2 > ranges.length) {
-          ranges = new Int32Array(ranges.length * 2);
-          ranges.set(this.#keyRanges);
-          this.#keyRanges = ranges;
-        }
-        ranges[top] = start;
-        ranges[top + 1] = end;
-        this.#keyTop = top + 2;
-        return;
-      }
-      let set = this.#keySets[depth];
-      if (set === undefined) set = this.#keySets[depth] = new Set();
-      else set.clear();
-      for (let k = base; k < top; k += 2) set.add(this.#decodeName(ranges[k]!, ranges[k + 1]!, true));
-      this.#keySetActive[depth] = 1;
-    }
-    const set = this.#keySets[depth]!;
-    const name = this.#decodeName(start, end, !plain || this.#nonAscii);
-    if (set.has(name)) this.#lossy('duplicate_key');
-    else set.add(name);
-  }
-
-  /** The name whose string contents are [start, end); `general` when it may hold escapes or non-ASCII. */
-  #decodeName(start: number, end: number, general: boolean): string {
-    if (!general) return ascii(this.bytes, start, end);
-    return JSON.parse(utf8Lenient.decode(this.bytes.subarray(start - 1, end + 1))) as string;
   }
 
   /** Scans the string starting with the quote at `start`; returns the offset after its closing quote. */
@@ -477,81 +358,20 @@ class Scanner {
     return i + 6;
   }
 
-  /** Scans a number token at #pos (RFC 8259 §6) and checks it is exact. */
+  /** Scans a number token at #pos and checks it is exact. */
   #number(): void {
-    const b = this.bytes;
     const start = this.#pos;
-    let i = start;
-    const negative = b[i] === MINUS;
-    if (negative) i++;
-    // For the fast exactness test: significant digits and the decimal exponent of the first one.
-    let sig = 0; // digits from the first nonzero one, trailing zeros excluded
-    let zerosRun = 0; // zeros since the last nonzero digit
-    let magnitude = 0; // exponent of the first significant digit, before the e part
-    let c = b[i];
-    if (c === ZERO) {
-      i++;
-      c = b[i];
-      if (c !== undefined && c >= ZERO && c <= NINE) throw new ScanError('syntax', i, 'leading zero in a number');
-    } else if (c !== undefined && c >= 0x31 && c <= NINE) {
-      for (; c !== undefined && c >= ZERO && c <= NINE; c = b[++i]) {
-        if (c === ZERO) {
-          zerosRun++;
-        } else {
-          sig += zerosRun + 1;
-          zerosRun = 0;
-        }
-        magnitude++;
-      }
-      magnitude--;
-    } else {
-      throw new ScanError('syntax', i, 'invalid number');
-    }
-    if (c === 0x2e) {
-      c = b[++i];
-      if (c === undefined || c < ZERO || c > NINE) throw new ScanError('syntax', i, 'digit expected after the decimal point');
-      let leading = sig === 0 && zerosRun === 0;
-      for (; c !== undefined && c >= ZERO && c <= NINE; c = b[++i]) {
-        if (leading) {
-          magnitude--;
-          if (c !== ZERO) {
-            leading = false;
-            sig = 1;
-          }
-        } else if (c === ZERO) {
-          zerosRun++;
-        } else {
-          sig += zerosRun + 1;
-          zerosRun = 0;
-        }
-      }
-    }
-    let exponent = 0;
-    if (c === 0x65 || c === 0x45) {
-      c = b[++i];
-      const negativeExponent = c === MINUS;
-      if (c === MINUS || c === 0x2b) c = b[++i];
-      if (c === undefined || c < ZERO || c > NINE) throw new ScanError('syntax', i, 'digit expected in the exponent');
-      for (; c !== undefined && c >= ZERO && c <= NINE; c = b[++i]) if (exponent < 1e6) exponent = exponent * 10 + (c - ZERO);
-      if (negativeExponent) exponent = -exponent;
-    }
-    this.#pos = i;
-    if (this.#lossyReason !== undefined) return;
-    if (sig === 0) {
-      if (negative) this.#lossy('number'); // -0: canonical JSON writes 0
-      return;
-    }
-    // At most 15 significant digits in the normal range always survive the double and come back
-    // as its shortest form (DBL_DIG = 15): no conversion needed.
-    const e10 = magnitude + exponent;
-    if (sig <= 15 && e10 > -300 && e10 < 300) return;
-    if (!numberIsExact(this.#tokenText(start, i))) this.#lossy('number');
+    const token = this.#token;
+    scanNumber(this.bytes, start, token);
+    this.#pos = token.end;
+    if (this.#lossyReason !== undefined || token.verdict === NUMBER_EXACT) return;
+    if (token.verdict === NUMBER_NEGATIVE_ZERO || !numberIsExact(this.#tokenText(start, token.end))) this.#lossy('number');
   }
 
   /** The ASCII token at bytes [start, end), sliced from the decoded text when offsets map exactly. */
   #tokenText(start: number, end: number): string {
     if (!this.#validUtf8) return ascii(this.bytes, start, end);
-    this.#text ??= utf8Lenient.decode(this.bytes);
+    this.#text ??= decodeLenient(this.bytes);
     const at = start - this.#shift;
     return this.#text.slice(at, at + end - start);
   }

@@ -429,6 +429,11 @@ test('inspectJson: each scan starts clean, whatever the one before it did (its w
   assert.equal(after.lossless, true);
   assert.equal(after.depth, 3);
   assert.equal(ok('[{"x":1},{"x":1}]').lossless, true, 'sibling objects each have their own names');
+  // A scan that stopped after finding a lossy number and top-level members leaves neither behind.
+  assert.equal(inspect('{"m":1,"big":1e400,"z":').ok, false);
+  const fresh = ok('{"only":2}');
+  assert.equal(fresh.lossless, true);
+  assert.deepEqual([...fresh.members!.keys()], ['only']);
   // A text that grew the arrays past what is kept, then a shallow one: duplicates still found.
   assert.equal(ok('{"x":'.repeat(700) + '1' + '}'.repeat(700), { maxDepth: 1000 }).depth, 700);
   assert.equal(ok(nested(600), { maxDepth: 1000 }).depth, 600);
