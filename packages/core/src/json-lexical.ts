@@ -12,10 +12,15 @@ export class ScanError {
   ) {}
 }
 
+/** `"` as a UTF-8 byte. */
 export const QUOTE = 0x22;
+/** The backslash as a UTF-8 byte. */
 export const BACKSLASH = 0x5c;
+/** `-` as a UTF-8 byte. */
 export const MINUS = 0x2d;
+/** `0` as a UTF-8 byte. */
 export const ZERO = 0x30;
+/** `9` as a UTF-8 byte. */
 export const NINE = 0x39;
 
 /** Hex digit values, -1 for anything else. */

@@ -13,8 +13,9 @@ import type { ElkNode } from 'elkjs/lib/elk-api.js';
 import elkWorkerUrl from 'elkjs/lib/elk-worker.min.js?url';
 import type { TraceGraph } from './graph.js';
 
-/** Node size on the canvas. */
+/** A node's width on the canvas, in its units (pixels at zoom 1). */
 export const NODE_W = 196;
+/** A node's height on the canvas, in its units (pixels at zoom 1). */
 export const NODE_H = 64;
 const LAYER_GAP = 56;
 const STACK_GAP = 14;
