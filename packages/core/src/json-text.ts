@@ -124,9 +124,9 @@ let spareScanner: Scanner | undefined;
 
 /** The scanner's state: set afresh by each {@link Scanner.run}, released after it. */
 class Scanner {
-  bytes: Uint8Array = NO_BYTES;
-  maxDepth = 0;
-  allowInvalidUtf8 = false;
+  private bytes: Uint8Array = NO_BYTES;
+  private maxDepth = 0;
+  private allowInvalidUtf8 = false;
   #pos = 0;
   #depth = 0;
   #containers = 0;
