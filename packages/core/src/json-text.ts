@@ -97,13 +97,13 @@ const NO_BYTES = new Uint8Array(0);
  * 15 significant digits in the normal range are exact by arithmetic alone; longer ones cost a
  * `Number` and a `String` call each.
  *
- * Speed (shared 2-core machine, Node 20): 1.5 to 2 ms per MB of prompt-like text (ASCII or
- * not), about 6 ms per MB of key-dense records, about 18 ms per MB of 17-digit floats (an
- * embeddings answer in float format: each such number costs a `Number` and a `String` call);
- * an over-deep text is refused at the first byte past the limit, whatever its size. A small text
- * costs little more than its bytes: the scanner and its working arrays are reused from one scan
- * to the next (0.3 µs for `{"a":1}`, 1 µs for a 131-byte nested object; 3.2 and 10.6 µs when each
- * scan allocated its own).
+ * Speed (`npm run bench -- json-scan`; shared 2-core machine, Node 20, as fast as the machine
+ * was): 1.5 to 2.3 ms per MB of prompt-like text (ASCII or not), 6 to 9 ms per MB of key-dense
+ * records, 18 to 20 ms per MB of 17-digit floats (an embeddings answer in float format: each such
+ * number costs a `Number` and a `String` call); an over-deep text is refused at the first byte
+ * past the limit, whatever its size. A small text costs little more than its bytes: the scanner
+ * and its working arrays are reused from one scan to the next (0.2-0.3 µs for `{"a":1}`, 1-1.2 µs
+ * for a small nested request; 3.2 and 10.6 µs for those when each scan allocated its own).
  */
 export function inspectJson(bytes: Uint8Array, opts?: JsonInspectOptions): JsonInspectResult {
   // A scan runs to its end without yielding, so one scanner serves them all; taking it out of
