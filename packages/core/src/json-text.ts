@@ -97,13 +97,13 @@ const NO_BYTES = new Uint8Array(0);
  * 15 significant digits in the normal range are exact by arithmetic alone; longer ones cost a
  * `Number` and a `String` call each.
  *
- * Speed (`npm run bench -- json-scan`; shared 2-core machine, Node 20, as fast as the machine
- * was): 1.5 to 2.3 ms per MB of prompt-like text (ASCII or not), 6 to 9 ms per MB of key-dense
- * records, 18 to 20 ms per MB of 17-digit floats (an embeddings answer in float format: each such
- * number costs a `Number` and a `String` call); an over-deep text is refused at the first byte
- * past the limit, whatever its size. A small text costs little more than its bytes: the scanner
- * and its working arrays are reused from one scan to the next (0.2-0.3 µs for `{"a":1}`, 1-1.2 µs
- * for a small nested request; 3.2 and 10.6 µs for those when each scan allocated its own).
+ * Speed (`npm run bench -- json-scan`; shared 2-core machine, Node 20, whose speed varies): 1.5 to
+ * 2.3 ms per MB of prompt-like text (ASCII or not), 6 to 10 ms per MB of key-dense records, 20 to
+ * 40 ms per MB of full-precision doubles (16-17 digits, as in an embeddings answer in float format:
+ * each such number costs a `Number` and a `String` call); an over-deep text is refused at the
+ * first byte past the limit, whatever its size. A small text costs little more than its bytes: the
+ * scanner and its working arrays are reused from one scan to the next (0.2-0.3 µs for `{"a":1}`,
+ * 1-1.8 µs for a small nested request; 3.2 and 10.6 µs for those when each scan allocated its own).
  */
 export function inspectJson(bytes: Uint8Array, opts?: JsonInspectOptions): JsonInspectResult {
   // A scan runs to its end without yielding, so one scanner serves them all; taking it out of
@@ -124,9 +124,9 @@ let spareScanner: Scanner | undefined;
 
 /** The scanner's state: set afresh by each {@link Scanner.run}, released after it. */
 class Scanner {
-  private bytes: Uint8Array = NO_BYTES;
-  private maxDepth = 0;
-  private allowInvalidUtf8 = false;
+  #bytes: Uint8Array = NO_BYTES;
+  #maxDepth = 0;
+  #allowInvalidUtf8 = false;
   #pos = 0;
   #depth = 0;
   #containers = 0;
@@ -150,16 +150,16 @@ class Scanner {
 
   /** Drops what the last scan read (it can be a caller's data); false when the scanner is better dropped. */
   release(): boolean {
-    this.bytes = NO_BYTES;
+    this.#bytes = NO_BYTES;
     this.#text = undefined;
     this.#members = undefined;
     return this.#keys.release() && this.#isObject.length <= KEEP_LEVELS;
   }
 
   run(bytes: Uint8Array, maxDepth: number, allowInvalidUtf8: boolean): JsonInspection {
-    this.bytes = bytes;
-    this.maxDepth = maxDepth;
-    this.allowInvalidUtf8 = allowInvalidUtf8;
+    this.#bytes = bytes;
+    this.#maxDepth = maxDepth;
+    this.#allowInvalidUtf8 = allowInvalidUtf8;
     this.#depth = 0;
     this.#containers = 0;
     this.#maxSeen = 0;
@@ -178,8 +178,8 @@ class Scanner {
       const c = b[this.#pos];
       let opened = false;
       if (c === OPEN_OBJECT || c === OPEN_ARRAY) {
-        if (this.#depth >= this.maxDepth) {
-          throw new ScanError('too_deep', this.#pos, `nested deeper than ${this.maxDepth} levels`);
+        if (this.#depth >= this.#maxDepth) {
+          throw new ScanError('too_deep', this.#pos, `nested deeper than ${this.#maxDepth} levels`);
         }
         const isObject = c === OPEN_OBJECT;
         this.#containers++;
@@ -280,7 +280,7 @@ class Scanner {
    * object. Returns the name at the top level (for `members`), undefined below it.
    */
   #memberName(): string | undefined {
-    const b = this.bytes;
+    const b = this.#bytes;
     const start = this.#pos;
     if (b[start] !== QUOTE) throw this.#unexpected('a member name');
     const end = this.#string(start);
@@ -301,7 +301,7 @@ class Scanner {
 
   /** Scans the string starting with the quote at `start`; returns the offset after its closing quote. */
   #string(start: number): number {
-    const b = this.bytes;
+    const b = this.#bytes;
     let i = start + 1;
     let escaped = false;
     let nonAscii = false;
@@ -322,7 +322,7 @@ class Scanner {
           // UTF-16 code units: one for 2- and 3-byte sequences, two for 4-byte ones.
           this.#shift += n === 4 ? 2 : n - 1;
         } else {
-          if (!this.allowInvalidUtf8) throw new ScanError('invalid_utf8', i, 'invalid UTF-8 in a string');
+          if (!this.#allowInvalidUtf8) throw new ScanError('invalid_utf8', i, 'invalid UTF-8 in a string');
           this.#validUtf8 = false;
           invalid = true;
           i++;
@@ -342,7 +342,7 @@ class Scanner {
 
   /** Checks the escape at `i` (a backslash); returns the offset after it (after both halves of a surrogate pair). */
   #escape(i: number): number {
-    const b = this.bytes;
+    const b = this.#bytes;
     const e = b[i + 1];
     if (e === undefined || ESCAPES[e] !== 1) throw new ScanError('syntax', i, 'invalid escape');
     if (e !== 0x75) return i + 2;
@@ -362,7 +362,7 @@ class Scanner {
   #number(): void {
     const start = this.#pos;
     const token = this.#token;
-    scanNumber(this.bytes, start, token);
+    scanNumber(this.#bytes, start, token);
     this.#pos = token.end;
     if (this.#lossyReason !== undefined || token.verdict === NUMBER_EXACT) return;
     if (token.verdict === NUMBER_NEGATIVE_ZERO || !numberIsExact(this.#tokenText(start, token.end))) this.#lossy('number');
@@ -370,14 +370,14 @@ class Scanner {
 
   /** The ASCII token at bytes [start, end), sliced from the decoded text when offsets map exactly. */
   #tokenText(start: number, end: number): string {
-    if (!this.#validUtf8) return ascii(this.bytes, start, end);
-    this.#text ??= decodeLenient(this.bytes);
+    if (!this.#validUtf8) return ascii(this.#bytes, start, end);
+    this.#text ??= decodeLenient(this.#bytes);
     const at = start - this.#shift;
     return this.#text.slice(at, at + end - start);
   }
 
   #literal(word: number[]): void {
-    const b = this.bytes;
+    const b = this.#bytes;
     for (let k = 0; k < word.length; k++) {
       if (b[this.#pos + k] !== word[k]) throw new ScanError('syntax', this.#pos + k, 'invalid literal');
     }
@@ -386,7 +386,7 @@ class Scanner {
 
   /** The offset of the first non-whitespace byte at or after `i`. */
   #ws(i: number): number {
-    const b = this.bytes;
+    const b = this.#bytes;
     for (;;) {
       const c = b[i];
       if (c !== 0x20 && c !== 0x0a && c !== 0x0d && c !== 0x09) return i;
@@ -395,7 +395,7 @@ class Scanner {
   }
 
   #unexpected(expected: string): ScanError {
-    const c = this.bytes[this.#pos];
+    const c = this.#bytes[this.#pos];
     const found =
       c === undefined ? 'the end of the text' : c >= 0x21 && c < 0x7f ? `'${String.fromCharCode(c)}'` : `byte 0x${c.toString(16)}`;
     return new ScanError('syntax', this.#pos, `expected ${expected}, found ${found}`);

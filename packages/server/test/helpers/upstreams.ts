@@ -42,8 +42,8 @@ export interface Upstream {
   close: () => Promise<void>;
 }
 
-/** The `/json` answer: a 1 KB JSON document shaped like a small completion. */
-const JSON_1K = Buffer.from(
+/** The `/json` answer: a 1 KB JSON document shaped like a small completion (the proxy benchmark's answer). */
+export const JSON_1K = Buffer.from(
   JSON.stringify({
     id: 'cmpl-1',
     object: 'chat.completion',
