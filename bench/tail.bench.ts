@@ -17,7 +17,7 @@
  * TAIL_DIRECT=1 (call the upstream directly, same harness: the load generator's and upstream's own tail), TAIL_TARGET=floor
  * (the bare Node.js proxy in Countersign's place: the floor's CPU per call at this rate), TAIL_PROOF=1
  * (every call asks for a proof; the process runs the proof batcher), TAIL_DUMP=file
- * (writes the samples and the events as JSON, for a closer look), PROXY_BENCH_SPIN=1 (see load.ts),
+ * (writes the samples, the events and, with TAIL_BATCHES=1, the store's batches as JSON, for a closer look), PROXY_BENCH_SPIN=1 (see load.ts),
  * TAIL_GC_PHASES=1 (the Countersign process runs with `--trace-gc-nvp`; reports what its scavenges
  * spend their pauses on, bench/proxy/scavenge-phases.ts), TAIL_SEND_PATH=1 (traces the event
  * loop's socket writes for a few seconds mid-run with `perf`: how long each took in the kernel,
@@ -151,7 +151,8 @@ export default async function tailBench(): Promise<Record<string, unknown>> {
     const scavenges = GC_PHASES ? scavengePhases(cs.output().slice(traceFrom)) : undefined;
     await pool.close();
     if (BATCHES) await new Promise((r) => setTimeout(r, 300)); // the stall log writes its batches five times a second
-    const batches = BATCHES ? batchReport(readBatches(batchFile, from), samples, SLOW_MS) : undefined;
+    const settled = BATCHES ? readBatches(batchFile, from) : undefined;
+    const batches = settled ? batchReport(settled, samples, SLOW_MS) : undefined;
 
     const blocks = await writeback;
     const events: TailEvent[] = fs
@@ -162,7 +163,7 @@ export default async function tailBench(): Promise<Record<string, unknown>> {
       .filter((e) => e.at >= from)
       .concat(writebackEvents(blocks));
     const big = events.filter((e) => e.what !== 'writeback' && e.ms >= BIG_EVENT_MS);
-    if (process.env.TAIL_DUMP) fs.writeFileSync(process.env.TAIL_DUMP, JSON.stringify({ samples, events }));
+    if (process.env.TAIL_DUMP) fs.writeFileSync(process.env.TAIL_DUMP, JSON.stringify({ samples, events, batches: settled }));
     const onsets = attributeOnsets(samples, events, SLOW_MS);
     const checkpoints: Record<string, { count: number; p50_ms: number; max_ms: number }> = {};
     for (const kind of new Set(events.filter((e) => e.what === 'checkpoint').map((e) => e.kind!))) {
