@@ -9,10 +9,12 @@ import { decodeName } from './json-lexical.js';
 
 /** Past this many names, or on an escaped one, an object's duplicate check uses a Set of names. */
 const KEYS_BY_BYTES = 16;
-/** Arrays grown past these sizes by an unusual text are dropped rather than kept for the next scan. */
-const KEEP_LEVELS = 256;
+/** Nesting the per-depth arrays of a scan (these and the scanner's, json-text.ts) start with. */
+export const START_LEVELS = 66;
+/** Nesting those arrays keep between scans: a deeper text grows them for its scan only. */
+export const KEEP_LEVELS = 256;
+/** Name ranges kept between scans; past this, as past {@link KEEP_LEVELS}, the arrays are dropped. */
 const KEEP_RANGES = 1024;
-const START_LEVELS = 66;
 
 /**
  * The names of every open object below the top level. One instance serves scan after scan (see

@@ -8,7 +8,7 @@
  * @packageDocumentation
  */
 import { MAX_JSON_DEPTH } from './canonical.js';
-import { NestedKeys } from './json-keys.js';
+import { KEEP_LEVELS, NestedKeys, START_LEVELS } from './json-keys.js';
 import { ascii, BACKSLASH, decodeLenient, decodeName, hex4, MINUS, NINE, QUOTE, ScanError, utf8Length, ZERO } from './json-lexical.js';
 import { NUMBER_EXACT, NUMBER_NEGATIVE_ZERO, numberIsExact, NumberScan, scanNumber } from './json-number.js';
 
@@ -82,9 +82,6 @@ IN_STRING.fill(3, 0, 0x20); // control character
 IN_STRING[QUOTE] = 1;
 IN_STRING[BACKSLASH] = 2;
 IN_STRING.fill(4, 0x80); // start (or not) of a multi-byte sequence
-/** Nesting a scanner's per-level array keeps between scans; deeper texts grow it for their scan only. */
-const KEEP_LEVELS = 256;
-const START_LEVELS = 66;
 const NO_BYTES = new Uint8Array(0);
 
 /**
