@@ -151,8 +151,8 @@ export default async function tailBench(): Promise<Record<string, unknown>> {
     const scavenges = GC_PHASES ? scavengePhases(cs.output().slice(traceFrom)) : undefined;
     await pool.close();
     if (BATCHES) await new Promise((r) => setTimeout(r, 300)); // the stall log writes its batches five times a second
-    const settled = BATCHES ? readBatches(batchFile, from) : undefined;
-    const batches = settled ? batchReport(settled, samples, SLOW_MS) : undefined;
+    const batchEvents = BATCHES ? readBatches(batchFile, from) : undefined;
+    const batches = batchEvents ? batchReport(batchEvents, samples, SLOW_MS) : undefined;
 
     const blocks = await writeback;
     const events: TailEvent[] = fs
@@ -163,7 +163,7 @@ export default async function tailBench(): Promise<Record<string, unknown>> {
       .filter((e) => e.at >= from)
       .concat(writebackEvents(blocks));
     const big = events.filter((e) => e.what !== 'writeback' && e.ms >= BIG_EVENT_MS);
-    if (process.env.TAIL_DUMP) fs.writeFileSync(process.env.TAIL_DUMP, JSON.stringify({ samples, events, batches: settled }));
+    if (process.env.TAIL_DUMP) fs.writeFileSync(process.env.TAIL_DUMP, JSON.stringify({ samples, events, batches: batchEvents }));
     const onsets = attributeOnsets(samples, events, SLOW_MS);
     const checkpoints: Record<string, { count: number; p50_ms: number; max_ms: number }> = {};
     for (const kind of new Set(events.filter((e) => e.what === 'checkpoint').map((e) => e.kind!))) {
