@@ -12,10 +12,8 @@ import {
   hashApiKey,
   parseApiKey,
   sha256Hex,
-  CoreError,
 } from '../src/index.js';
-
-const isCode = (code: string) => (e: unknown) => e instanceof CoreError && e.code === code;
+import { isCode } from './helpers/core-error.js';
 
 test('API keys: class prefix, checksum, prefix shown, hash stored', () => {
   for (const c of ['human', 'agent', 'service', 'live', 'master'] as const) {

@@ -4,9 +4,8 @@
  */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { canonicalize, MAX_CANONICAL_DEPTH, MAX_JSON_DEPTH, payloadHashHex, randomNonce, sha256Hex, CoreError } from '../src/index.js';
-
-const isCode = (code: string) => (e: unknown) => e instanceof CoreError && e.code === code;
+import { canonicalize, MAX_CANONICAL_DEPTH, MAX_JSON_DEPTH, payloadHashHex, randomNonce, sha256Hex } from '../src/index.js';
+import { isCode } from './helpers/core-error.js';
 
 test('RFC 8785 canonical JSON: key order, numbers, strings, nesting', () => {
   // The RFC's own examples (§3.2.2, §3.2.3).

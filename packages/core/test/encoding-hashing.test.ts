@@ -19,10 +19,8 @@ import {
   toHex,
   utf8,
   utf8Transient,
-  CoreError,
 } from '../src/index.js';
-
-const isCode = (code: string) => (e: unknown) => e instanceof CoreError && e.code === code;
+import { isCode } from './helpers/core-error.js';
 
 test('encodings round-trip and the native and portable base64 encoders agree', () => {
   for (let n = 0; n < 70; n++) {

@@ -25,11 +25,9 @@ import {
   sha256Hex,
   toBase64Url,
   utf8,
-  CoreError,
   type Envelope,
 } from '../src/index.js';
-
-const isCode = (code: string) => (e: unknown) => e instanceof CoreError && e.code === code;
+import { isCode } from './helpers/core-error.js';
 
 test('envelope: seals, opens, and refuses a wrong key, a wrong log id, or any altered byte', async () => {
   const key = await deriveEnvelopeKey('correct horse battery staple');
