@@ -12,7 +12,10 @@
  * every run, since no two calls share a batch or a turn of the loop). Reported per call, by thread:
  * the event loop, the SQLite writer, the rest (libuv's and the offload pool's threads), and apart,
  * out of the ratio because time drives them rather than calls, the SQLite checkpointer and V8's
- * optimizing compiler (still at work after the warm-up).
+ * optimizing compiler (still at work after the warm-up). V8's collector, which runs on the event
+ * loop, is counted apart too (bench/proxy/callgrind-collector.ts), and two ratios are given: with
+ * it, and without it. The second is the one that repeats: whether a mark-sweep lands in the
+ * measured window is chance, and one that does adds a tenth to the floor's count.
  *
  * What an instruction count leaves out: cache misses, system calls' time in the kernel, and
  * wake-ups, all of which the µs figures include. Both are needed; this one is the repeatable one.
@@ -32,7 +35,7 @@ import { CORES, pinSelf, startRole, type Child } from './proxy/children.js';
 import { HAS_VALGRIND, startUnderCallgrind, type ThreadInstructions } from './proxy/callgrind.js';
 import { BUILT_ROLES, bundled, THIS_DIST } from './proxy/built.js';
 import { callOnce, clientFor, forwardDoorCall, plainJsonCall, proxyDoorCall, REQUEST_BODY, type CallSpec } from './proxy/load.js';
-import { SERVING_NODE_FLAGS } from '../packages/server/src/serving-gc.js';
+import { SERVING_NODE_FLAGS, SERVING_V8_FLAGS } from '../packages/server/src/serving-gc.js';
 
 const QUICK = process.env.BENCH_QUICK === '1';
 const WARM = Number(process.env.INSTRUCTIONS_WARM ?? (QUICK ? 100 : 1500));
@@ -54,6 +57,11 @@ interface TargetFigures {
    * What the ratio compares.
    */
   work: number;
+  /**
+   * {@link work} without V8's garbage collector (callgrind-collector.ts): the figure that repeats
+   * from run to run, since whether a mark-sweep lands in the measured window is chance.
+   */
+  workWithoutCollector: number;
 }
 
 /** `n` calls, one after another (each one alone in the process). */
@@ -61,12 +69,20 @@ async function sequentially(pool: Pool, spec: CallSpec, n: number): Promise<void
   for (let i = 0; i < n; i++) await callOnce(pool, spec);
 }
 
+/** The event loop's count is split in two: V8's collector, and the rest ("event loop"). */
+const COLLECTOR = "V8's collector";
+
 function byRole(threads: ThreadInstructions[], calls: number): TargetFigures {
   const perCall: Record<string, number> = {};
-  for (const t of threads) perCall[t.role] = (perCall[t.role] ?? 0) + t.instructions / calls;
+  const add = (role: string, n: number) => (perCall[role] = (perCall[role] ?? 0) + n / calls);
+  for (const t of threads) {
+    add(t.role, t.instructions - t.collector);
+    if (t.role === 'event loop') add(COLLECTOR, t.collector);
+  }
   for (const k of Object.keys(perCall)) perCall[k] = Math.round(perCall[k]!);
   const total = Object.values(perCall).reduce((a, b) => a + b, 0);
-  return { perCall, total, work: total - (perCall['JIT compiler'] ?? 0) - (perCall['SQLite checkpointer'] ?? 0) };
+  const work = total - (perCall['JIT compiler'] ?? 0) - (perCall['SQLite checkpointer'] ?? 0);
+  return { perCall, total, work, workWithoutCollector: work - (perCall[COLLECTOR] ?? 0) };
 }
 
 /** Runs the measurement; prints and returns its figures. */
@@ -87,8 +103,10 @@ export default async function instructionsBench(): Promise<Record<string, unknow
     children.push(upstream);
     const targets: Array<[string, Record<string, string>, readonly string[]]> = [
       // The floor with Countersign's V8 flags too: the same collector, and compiler-only platform
-      // threads in both, so that what differs is the program.
-      ['floor', { PROXY_BENCH_ROLE: 'floor' }, SERVING_NODE_FLAGS],
+      // threads in both, so that what differs is the program. (Countersign sets SERVING_V8_FLAGS
+      // itself, as `countersign serve` does; the floor gets them on its command line. Until
+      // 2026-11-29 it did not, and ran with allocation-site pretenuring on.)
+      ['floor', { PROXY_BENCH_ROLE: 'floor' }, [...SERVING_NODE_FLAGS, ...SERVING_V8_FLAGS]],
       ['cs_sqlite', { PROXY_BENCH_ROLE: 'countersign' }, SERVING_NODE_FLAGS],
     ];
     if (db) targets.push(['cs_pg', { PROXY_BENCH_ROLE: 'countersign', PROXY_BENCH_DATABASE_URL: db.url }, SERVING_NODE_FLAGS]);
@@ -120,20 +138,26 @@ export default async function instructionsBench(): Promise<Record<string, unknow
     for (const c of children.reverse()) await c.stop();
     await db?.drop();
   }
-  const floor = results.floor!.work;
-  const roles = ['event loop', 'SQLite writer', 'other', 'SQLite checkpointer', 'JIT compiler'];
+  const floor = results.floor!;
+  const roles = ['event loop', COLLECTOR, 'SQLite writer', 'other', 'SQLite checkpointer', 'JIT compiler'];
+  const k = (n: number) => String(Math.round(n / 1000));
   console.log(`\ndoor ${DOOR}: ${WARM} warm-up calls, then ${CALLS} measured, one at a time; instructions per call (thousands):`);
-  console.log(`| target | ${roles.join(' | ')} | work (all but the last two) | × floor |`);
-  console.log(`| --- | ${roles.map(() => '---').join(' | ')} | --- | --- |`);
+  console.log(`| target | ${roles.join(' | ')} | work (all but the last two) | × floor | work without the collector | × floor |`);
+  console.log(`| --- | ${roles.map(() => '---').join(' | ')} | --- | --- | --- | --- |`);
   for (const [name, r] of Object.entries(results)) {
-    const cells = roles.map((k) => (r.perCall[k] === undefined ? '' : String(Math.round(r.perCall[k] / 1000))));
-    console.log(`| ${name} | ${cells.join(' | ')} | ${Math.round(r.work / 1000)} | ×${(r.work / floor).toFixed(2)} |`);
+    const cells = roles.map((role) => (r.perCall[role] === undefined ? '' : k(r.perCall[role])));
+    const ratio = (r.work / floor.work).toFixed(2);
+    const ratioWithout = (r.workWithoutCollector / floor.workWithoutCollector).toFixed(2);
+    console.log(`| ${name} | ${cells.join(' | ')} | ${k(r.work)} | ×${ratio} | ${k(r.workWithoutCollector)} | ×${ratioWithout} |`);
   }
+  const ratios = (pick: (r: TargetFigures) => number) =>
+    Object.fromEntries(Object.entries(results).map(([name, r]) => [name, pick(r) / pick(floor)]));
   return {
     door: DOOR,
     warmCalls: WARM,
     calls: CALLS,
     results,
-    ratioToFloor: Object.fromEntries(Object.entries(results).map(([k, r]) => [k, r.work / floor])),
+    ratioToFloor: ratios((r) => r.work),
+    ratioToFloorWithoutCollector: ratios((r) => r.workWithoutCollector),
   };
 }

@@ -9,6 +9,7 @@ import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
+import { collectorInstructions } from './callgrind-collector.js';
 import { readyLine, stopProcess } from './children.js';
 
 /** True when valgrind is installed. */
@@ -30,6 +31,8 @@ export interface ThreadInstructions {
   thread: number;
   role: 'event loop' | 'SQLite writer' | 'SQLite checkpointer' | 'JIT compiler' | 'other';
   instructions: number;
+  /** Of {@link instructions}, those V8's garbage collector ran (callgrind-collector.ts); counted on the event loop only. */
+  collector: number;
 }
 
 /** Starts `script` with Node under callgrind (counters per thread); resolves once it prints its JSON line. */
@@ -99,5 +102,7 @@ function readThread(file: string): ThreadInstructions {
   else if (text.includes('sqlite3BtreeInsert')) role = 'SQLite writer';
   else if (text.includes('walCheckpoint')) role = 'SQLite checkpointer';
   else if (text.includes('OptimizingCompileDispatcher')) role = 'JIT compiler';
-  return { thread, role, instructions };
+  // With `--single-threaded-gc` the collector runs on the event loop alone.
+  const collector = role === 'event loop' ? collectorInstructions(text) : 0;
+  return { thread, role, instructions, collector };
 }
