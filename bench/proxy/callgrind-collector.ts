@@ -4,7 +4,7 @@
  * Why apart: in a window of a few hundred calls the collector's work is lumpy. A scavenge every
  * few dozen calls is steady, but whether a mark-sweep of the old generation lands in the window is
  * chance, and one that does adds a tenth to the Node floor's count (2026-11-29: the floor read 323
- * thousand instructions per call in three runs and 348-359 in three, 311-314 in all six without its
+ * thousand instructions per call in three runs and 348-359 in three, 310-312 in all six without its
  * collector). Counted apart, the rest of the event loop's work repeats within 1 %, and the
  * collector's share is still shown.
  *
