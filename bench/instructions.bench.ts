@@ -103,9 +103,8 @@ export default async function instructionsBench(): Promise<Record<string, unknow
     children.push(upstream);
     const targets: Array<[string, Record<string, string>, readonly string[]]> = [
       // The floor with Countersign's V8 flags too: the same collector, and compiler-only platform
-      // threads in both, so that what differs is the program. (Countersign sets SERVING_V8_FLAGS
-      // itself, as `countersign serve` does; the floor gets them on its command line. Until
-      // 2026-11-29 it did not, and ran with allocation-site pretenuring on.)
+      // threads in both, so that what differs is the program. Countersign sets SERVING_V8_FLAGS
+      // itself, as `countersign serve` does; the floor gets them on its command line.
       ['floor', { PROXY_BENCH_ROLE: 'floor' }, [...SERVING_NODE_FLAGS, ...SERVING_V8_FLAGS]],
       ['cs_sqlite', { PROXY_BENCH_ROLE: 'countersign' }, SERVING_NODE_FLAGS],
     ];
@@ -140,15 +139,17 @@ export default async function instructionsBench(): Promise<Record<string, unknow
   }
   const floor = results.floor!;
   const roles = ['event loop', COLLECTOR, 'SQLite writer', 'other', 'SQLite checkpointer', 'JIT compiler'];
-  const k = (n: number) => String(Math.round(n / 1000));
+  const thousands = (n: number) => String(Math.round(n / 1000));
   console.log(`\ndoor ${DOOR}: ${WARM} warm-up calls, then ${CALLS} measured, one at a time; instructions per call (thousands):`);
   console.log(`| target | ${roles.join(' | ')} | work (all but the last two) | × floor | work without the collector | × floor |`);
   console.log(`| --- | ${roles.map(() => '---').join(' | ')} | --- | --- | --- | --- |`);
   for (const [name, r] of Object.entries(results)) {
-    const cells = roles.map((role) => (r.perCall[role] === undefined ? '' : k(r.perCall[role])));
+    const cells = roles.map((role) => (r.perCall[role] === undefined ? '' : thousands(r.perCall[role])));
     const ratio = (r.work / floor.work).toFixed(2);
     const ratioWithout = (r.workWithoutCollector / floor.workWithoutCollector).toFixed(2);
-    console.log(`| ${name} | ${cells.join(' | ')} | ${k(r.work)} | ×${ratio} | ${k(r.workWithoutCollector)} | ×${ratioWithout} |`);
+    console.log(
+      `| ${name} | ${cells.join(' | ')} | ${thousands(r.work)} | ×${ratio} | ${thousands(r.workWithoutCollector)} | ×${ratioWithout} |`,
+    );
   }
   const ratios = (pick: (r: TargetFigures) => number) =>
     Object.fromEntries(Object.entries(results).map(([name, r]) => [name, pick(r) / pick(floor)]));
