@@ -22,7 +22,8 @@
  *
  * Run: `npm run bench -- instructions` (about 10 minutes; BENCH_QUICK=1: a smoke run). Knobs:
  * INSTRUCTIONS_WARM (default 1,500 calls), INSTRUCTIONS_CALLS (default 1,000), INSTRUCTIONS_DOOR=forward
- * (Countersign's calls through forward mode), INSTRUCTIONS_DIST (the
+ * (Countersign's calls through forward mode), INSTRUCTIONS_CONCURRENCY (measured calls that many at
+ * a time, as at saturation; default 1), INSTRUCTIONS_DIST (the
  * server build to measure, default this tree's), INSTRUCTIONS_KEEP=1 (keeps callgrind's files, for
  * `callgrind_annotate`: the cost by function). Needs valgrind; this tree's build is brought up to
  * date first (bench/proxy/built.ts), another tree's (INSTRUCTIONS_DIST) must be built.
@@ -42,6 +43,11 @@ const WARM = Number(process.env.INSTRUCTIONS_WARM ?? (QUICK ? 100 : 1500));
 const CALLS = Number(process.env.INSTRUCTIONS_CALLS ?? (QUICK ? 50 : 1000));
 // INSTRUCTIONS_DOOR=forward: Countersign's calls through forward mode instead of POST /v1/proxy.
 const DOOR = process.env.INSTRUCTIONS_DOOR === 'forward' ? 'forward' : 'proxy';
+// INSTRUCTIONS_CONCURRENCY=32: the measured calls 32 at a time, as in the proxy benchmark's
+// saturation step, where calls share turns of the loop and store batches (after the sequential
+// warm-up, 20 rounds at that concurrency open the connections it needs before the count starts).
+// The work per call then shows what a saturated process amortizes.
+const IN_FLIGHT = Math.max(1, Number(process.env.INSTRUCTIONS_CONCURRENCY ?? 1));
 // INSTRUCTIONS_DIST: another tree's server build (its packages/server/dist), to compare two trees
 // in one run of this benchmark's code.
 const dist = process.env.INSTRUCTIONS_DIST ?? THIS_DIST;
@@ -67,6 +73,19 @@ interface TargetFigures {
 /** `n` calls, one after another (each one alone in the process). */
 async function sequentially(pool: Pool, spec: CallSpec, n: number): Promise<void> {
   for (let i = 0; i < n; i++) await callOnce(pool, spec);
+}
+
+/** `n` calls, `inFlight` at a time on as many connections, as at saturation (closed loop). */
+async function concurrently(pool: Pool, spec: CallSpec, n: number, inFlight: number): Promise<void> {
+  let left = n;
+  await Promise.all(
+    Array.from({ length: inFlight }, async () => {
+      while (left > 0) {
+        left--;
+        await callOnce(pool, spec);
+      }
+    }),
+  );
 }
 
 /** The event loop's count is split in two: V8's collector, and the rest ("event loop"). */
@@ -122,8 +141,11 @@ export default async function instructionsBench(): Promise<Record<string, unknow
               : proxyDoorCall(url, target.info.apiKey!, 'instructions-key', upstream.info.url + '/json');
         const pool = clientFor(spec);
         await sequentially(pool, spec, WARM);
+        // Open the connections (the caller's and the proxy's upstream ones) before the count.
+        if (IN_FLIGHT > 1) await concurrently(pool, spec, IN_FLIGHT * 20, IN_FLIGHT);
         target.zero();
-        await sequentially(pool, spec, CALLS);
+        if (IN_FLIGHT > 1) await concurrently(pool, spec, CALLS, IN_FLIGHT);
+        else await sequentially(pool, spec, CALLS);
         results[name] = byRole(target.dump(), CALLS);
         await pool.close();
       } finally {
@@ -140,7 +162,8 @@ export default async function instructionsBench(): Promise<Record<string, unknow
   const floor = results.floor!;
   const roles = ['event loop', COLLECTOR, 'SQLite writer', 'other', 'SQLite checkpointer', 'JIT compiler'];
   const thousands = (n: number) => String(Math.round(n / 1000));
-  console.log(`\ndoor ${DOOR}: ${WARM} warm-up calls, then ${CALLS} measured, one at a time; instructions per call (thousands):`);
+  const measured = IN_FLIGHT > 1 ? `${IN_FLIGHT} at a time` : 'one at a time';
+  console.log(`\ndoor ${DOOR}: ${WARM} warm-up calls, then ${CALLS} measured, ${measured}; instructions per call (thousands):`);
   console.log(`| target | ${roles.join(' | ')} | work (all but the last two) | × floor | work without the collector | × floor |`);
   console.log(`| --- | ${roles.map(() => '---').join(' | ')} | --- | --- | --- | --- |`);
   for (const [name, r] of Object.entries(results)) {
@@ -157,6 +180,7 @@ export default async function instructionsBench(): Promise<Record<string, unknow
     door: DOOR,
     warmCalls: WARM,
     calls: CALLS,
+    inFlight: IN_FLIGHT,
     results,
     ratioToFloor: ratios((r) => r.work),
     ratioToFloorWithoutCollector: ratios((r) => r.workWithoutCollector),

@@ -10,7 +10,8 @@
  * 2,000 req/s, open loop, latency from each request's scheduled time (bench/proxy/load.ts),
  * after 10 s at 500 req/s for every target and each rate warmed up at that rate first;
  * saturation with 32 connections, closed loop; CPU per call of the proxy process (all threads,
- * /proc/<pid>/stat) at each rate and at saturation; SSE time to the first event (streams of 50
+ * /proc/<pid>/stat) at each rate and at saturation, where its kernel part (system time) is given
+ * too, since the instructions benchmark counts only the process's own code; SSE time to the first event (streams of 50
  * events, 100 per target one stream at a time after 500 to warm up, PROXY_BENCH_SSE_WARM; the
  * destination writes the 49 after the first together, so that its burst of writes on the caller's
  * core does not hold the caller back: docs/performance.md, "Where the SSE first-event overhead
@@ -42,6 +43,7 @@ import {
   COUNTERSIGN_FLAGS,
   NGINX,
   cpuSeconds,
+  cpuSplitSeconds,
   fileSize,
   pinSelf,
   startNginx,
@@ -146,13 +148,16 @@ async function rateStep(t: Target, rate: number): Promise<Omit<RateFigures, 'add
 
 async function saturationStep(t: Target): Promise<SaturationFigures> {
   await saturate(t.pool, t.json, CONNECTIONS, Math.min(1, SAT_S / 3));
-  const cpu0 = cpuSeconds(t.pid);
+  const cpu0 = cpuSplitSeconds(t.pid);
   const s = await saturate(t.pool, t.json, CONNECTIONS, SAT_S);
-  const cpu = cpuSeconds(t.pid) - cpu0;
+  const cpu1 = cpuSplitSeconds(t.pid);
+  const system = cpu1.system - cpu0.system;
+  const cpu = cpu1.user - cpu0.user + system;
   return {
     rps: Math.round(s.calls / s.seconds),
     errors: s.errors,
     cpu_us_per_call: s.calls > 0 ? Math.round((cpu / s.calls) * 1e6) : NaN,
+    system_us_per_call: s.calls > 0 ? Math.round((system / s.calls) * 1e6) : NaN,
     cpu_cores: Math.round((cpu / s.seconds) * 100) / 100,
   };
 }

@@ -21,6 +21,8 @@ export interface SaturationFigures {
   rps: number;
   errors: number;
   cpu_us_per_call: number;
+  /** The kernel's part of `cpu_us_per_call` (system time: system calls, faults, switches). */
+  system_us_per_call: number;
   /** Share of one core the measured process used during the run. */
   cpu_cores: number;
 }
@@ -88,10 +90,16 @@ export function ratios(all: Record<string, TargetFigures>, ref: string): Record<
     }
     row.saturation_throughput = div(t.saturation?.rps, base.saturation?.rps);
     row.saturation_cpu_per_call = div(t.saturation?.cpu_us_per_call, base.saturation?.cpu_us_per_call);
+    row.saturation_user_cpu_per_call = div(userUs(t.saturation), userUs(base.saturation));
     row.sse_first_added_p50 = div(t.sse?.first_added_p50_ms, base.sse?.first_added_p50_ms);
     out[name] = row;
   }
   return out;
+}
+
+/** CPU µs per call in the process's own code (what callgrind counts); undefined without a run. */
+function userUs(s: SaturationFigures | undefined): number | undefined {
+  return s === undefined ? undefined : s.cpu_us_per_call - s.system_us_per_call;
 }
 
 function cell(v: number | undefined, digits = 2): string {
@@ -105,7 +113,7 @@ export function table(all: Record<string, TargetFigures>, rates: number[], conne
     'target',
     ...rates.map((r) => `${r}/s +p50/+p99 ms`),
     `sat ${connections}c req/s`,
-    'CPU µs/call (sat)',
+    'CPU µs/call (sat; kernel)',
     'SSE 1st +p50 ms',
     'WAL MiB peak/end',
   ];
@@ -118,7 +126,7 @@ export function table(all: Record<string, TargetFigures>, rates: number[], conne
       return `${cell(a)} / ${cell(b)}${f.errors > 0 ? ` (${f.errors} err)` : ''}`;
     }),
     t.saturation ? String(Math.round(t.saturation.rps)) : '–',
-    t.saturation ? String(Math.round(t.saturation.cpu_us_per_call)) : '–',
+    t.saturation ? `${Math.round(t.saturation.cpu_us_per_call)}; ${cell(t.saturation.system_us_per_call, 0)}` : '–',
     t.sse ? cell(name === 'direct' ? t.sse.first_p50_ms : t.sse.first_added_p50_ms) : '–',
     t.wal ? `${cell(t.wal.peak_mib, 1)}/${cell(t.wal.end_mib, 1)}` : '',
   ]);
@@ -133,7 +141,7 @@ export function ratioLines(rel: Record<string, Record<string, number>>, refLabel
     .map(
       ([name, r]) =>
         `${name} / ${refLabel}: added p50@1000 ×${cell(r.added_p50_1000)}, p99@1000 ×${cell(r.added_p99_1000)}, ` +
-        `throughput ×${cell(r.saturation_throughput)}, CPU/call ×${cell(r.saturation_cpu_per_call)}, SSE first ×${cell(r.sse_first_added_p50)}`,
+        `throughput ×${cell(r.saturation_throughput)}, CPU/call ×${cell(r.saturation_cpu_per_call)} (without the kernel's ×${cell(r.saturation_user_cpu_per_call)}), SSE first ×${cell(r.sse_first_added_p50)}`,
     )
     .join('\n');
 }
