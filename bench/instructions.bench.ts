@@ -70,13 +70,12 @@ interface TargetFigures {
   workWithoutCollector: number;
 }
 
-/** `n` calls, one after another (each one alone in the process). */
-async function sequentially(pool: Pool, spec: CallSpec, n: number): Promise<void> {
-  for (let i = 0; i < n; i++) await callOnce(pool, spec);
-}
-
-/** `n` calls, `inFlight` at a time on as many connections, as at saturation (closed loop). */
-async function concurrently(pool: Pool, spec: CallSpec, n: number, inFlight: number): Promise<void> {
+/**
+ * `n` calls, `inFlight` at a time on as many connections (closed loop). One at a time, each call
+ * is alone in the process; more at a time, they share turns of the loop and store batches, as at
+ * saturation.
+ */
+async function calls(pool: Pool, spec: CallSpec, n: number, inFlight = 1): Promise<void> {
   let left = n;
   await Promise.all(
     Array.from({ length: inFlight }, async () => {
@@ -140,12 +139,11 @@ export default async function instructionsBench(): Promise<Record<string, unknow
               ? forwardDoorCall(url, target.info.apiKey!, 'instructions-key', '/json', REQUEST_BODY)
               : proxyDoorCall(url, target.info.apiKey!, 'instructions-key', upstream.info.url + '/json');
         const pool = clientFor(spec);
-        await sequentially(pool, spec, WARM);
+        await calls(pool, spec, WARM);
         // Open the connections (the caller's and the proxy's upstream ones) before the count.
-        if (IN_FLIGHT > 1) await concurrently(pool, spec, IN_FLIGHT * 20, IN_FLIGHT);
+        if (IN_FLIGHT > 1) await calls(pool, spec, IN_FLIGHT * 20, IN_FLIGHT);
         target.zero();
-        if (IN_FLIGHT > 1) await concurrently(pool, spec, CALLS, IN_FLIGHT);
-        else await sequentially(pool, spec, CALLS);
+        await calls(pool, spec, CALLS, IN_FLIGHT);
         results[name] = byRole(target.dump(), CALLS);
         await pool.close();
       } finally {

@@ -11,11 +11,11 @@
  * after 10 s at 500 req/s for every target and each rate warmed up at that rate first;
  * saturation with 32 connections, closed loop; CPU per call of the proxy process (all threads,
  * /proc/<pid>/stat) at each rate and at saturation, where its kernel part (system time) is given
- * too, since the instructions benchmark counts only the process's own code; SSE time to the first event (streams of 50
- * events, 100 per target one stream at a time after 500 to warm up, PROXY_BENCH_SSE_WARM; the
- * destination writes the 49 after the first together, so that its burst of writes on the caller's
- * core does not hold the caller back: docs/performance.md, "Where the SSE first-event overhead
- * goes"); for Countersign on SQLite, the `-wal` file's size (peak while running, at the end, and
+ * too, since the instructions benchmark counts only the process's own code; SSE time to the first
+ * event (streams of 50 events, 100 per target one stream at a time after 500 to warm up,
+ * PROXY_BENCH_SSE_WARM; the destination writes the 49 after the first together, so that its burst
+ * of writes on the caller's core does not hold the caller back: docs/performance.md, "Where the SSE
+ * first-event overhead goes"); for Countersign on SQLite, the `-wal` file's size (peak while running, at the end, and
  * after 2 s idle). Before and after, the proxy core's prices at that moment
  * (proxy/machine-moment.ts), to read the run by.
  *

@@ -207,19 +207,20 @@ export function cpuSeconds(pid: number): number {
  * first, so this says how much of a CPU ratio the instructions benchmark cannot see.
  */
 export function cpuSplitSeconds(pid: number): { user: number; system: number } {
-  const fields = statFields(`/proc/${pid}/stat`);
-  return { user: Number(fields[11]) / 100, system: Number(fields[12]) / 100 };
+  return statCpuSplit(`/proc/${pid}/stat`);
 }
 
 function statCpuSeconds(file: string): number {
-  const fields = statFields(file);
-  return (Number(fields[11]) + Number(fields[12])) / 100; // utime, stime in USER_HZ (100) ticks
+  const { user, system } = statCpuSplit(file);
+  return user + system;
 }
 
-/** The fields of a /proc stat file after the command name (which may hold spaces). */
-function statFields(file: string): string[] {
+/** utime and stime of a /proc stat file, in seconds (they are in USER_HZ, 100, ticks). */
+function statCpuSplit(file: string): { user: number; system: number } {
   const text = fs.readFileSync(file, 'utf8');
-  return text.slice(text.lastIndexOf(')') + 2).split(' ');
+  // The fields after the command name, which may hold spaces and parentheses.
+  const fields = text.slice(text.lastIndexOf(')') + 2).split(' ');
+  return { user: Number(fields[11]) / 100, system: Number(fields[12]) / 100 };
 }
 
 /** Resident set size of a process, bytes. */
