@@ -8,11 +8,11 @@
  *
  * Each target runs alone under callgrind (the upstream, not counted, on the load core), takes
  * warm-up calls one at a time until the JIT has settled, has its counters zeroed, then takes the
- * measured calls, also one at a time (each call alone: the quiet server, and the same work in
- * every run, since no two calls share a batch or a turn of the loop). Reported per call, by thread:
- * the event loop, the SQLite writer, the rest (libuv's and the offload pool's threads), and apart,
- * out of the ratio because time drives them rather than calls, the SQLite checkpointer and V8's
- * optimizing compiler (still at work after the warm-up). V8's collector, which runs on the event
+ * measured calls, by default also one at a time (each call alone: the quiet server, and the same
+ * work in every run, since no two calls share a batch or a turn of the loop). Reported per call,
+ * by thread: the event loop, the SQLite writer, the rest (libuv's and the offload pool's threads),
+ * and apart, out of the ratio because time drives them rather than calls, the SQLite checkpointer
+ * and V8's optimizing compiler (still at work after the warm-up). V8's collector, which runs on the event
  * loop, is counted apart too (bench/proxy/callgrind-collector.ts), and two ratios are given: with
  * it, and without it. The second is the one that repeats: whether a mark-sweep lands in the
  * measured window is chance, and one that does adds a tenth to the floor's count.
@@ -21,10 +21,10 @@
  * wake-ups, all of which the µs figures include. Both are needed; this one is the repeatable one.
  *
  * Run: `npm run bench -- instructions` (about 10 minutes; BENCH_QUICK=1: a smoke run). Knobs:
- * INSTRUCTIONS_WARM (default 1,500 calls), INSTRUCTIONS_CALLS (default 1,000), INSTRUCTIONS_DOOR=forward
- * (Countersign's calls through forward mode), INSTRUCTIONS_CONCURRENCY (measured calls that many at
- * a time, as at saturation; default 1), INSTRUCTIONS_DIST (the
- * server build to measure, default this tree's), INSTRUCTIONS_KEEP=1 (keeps callgrind's files, for
+ * INSTRUCTIONS_WARM (default 1,500 calls), INSTRUCTIONS_CALLS (default 1,000),
+ * INSTRUCTIONS_DOOR=forward (Countersign's calls through forward mode), INSTRUCTIONS_CONCURRENCY
+ * (measured calls that many at a time, as at saturation; default 1), INSTRUCTIONS_DIST (the server
+ * build to measure, default this tree's), INSTRUCTIONS_KEEP=1 (keeps callgrind's files, for
  * `callgrind_annotate`: the cost by function). Needs valgrind; this tree's build is brought up to
  * date first (bench/proxy/built.ts), another tree's (INSTRUCTIONS_DIST) must be built.
  */
@@ -90,9 +90,9 @@ async function calls(pool: Pool, spec: CallSpec, n: number, inFlight = 1): Promi
 /** The event loop's count is split in two: V8's collector, and the rest ("event loop"). */
 const COLLECTOR = "V8's collector";
 
-function byRole(threads: ThreadInstructions[], calls: number): TargetFigures {
+function byRole(threads: ThreadInstructions[], callCount: number): TargetFigures {
   const perCall: Record<string, number> = {};
-  const add = (role: string, n: number) => (perCall[role] = (perCall[role] ?? 0) + n / calls);
+  const add = (role: string, n: number) => (perCall[role] = (perCall[role] ?? 0) + n / callCount);
   for (const t of threads) {
     add(t.role, t.instructions - t.collector);
     if (t.role === 'event loop') add(COLLECTOR, t.collector);

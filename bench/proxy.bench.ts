@@ -15,9 +15,9 @@
  * event (streams of 50 events, 100 per target one stream at a time after 500 to warm up,
  * PROXY_BENCH_SSE_WARM; the destination writes the 49 after the first together, so that its burst
  * of writes on the caller's core does not hold the caller back: docs/performance.md, "Where the SSE
- * first-event overhead goes"); for Countersign on SQLite, the `-wal` file's size (peak while running, at the end, and
- * after 2 s idle). Before and after, the proxy core's prices at that moment
- * (proxy/machine-moment.ts), to read the run by.
+ * first-event overhead goes"); for Countersign on SQLite, the `-wal` file's size (peak while
+ * running, at the end, and after 2 s idle). Before and after, the proxy core's prices at that
+ * moment (proxy/machine-moment.ts), to read the run by.
  *
  * Run: `npm run bench -- proxy` (a few minutes). `BENCH_QUICK=1` is a smoke run (well under a
  * minute, figures not meaningful). Knobs: PROXY_BENCH_ROUNDS (medians over rounds, default 1),
