@@ -93,6 +93,17 @@ export async function waitForReceipt(
   }
 }
 
+/**
+ * Sleeps until just after the next proof-window boundary of `now`'s clock, so that calls made
+ * right after land in one window (and one batch) even when the machine is slow: a window is
+ * claimed as a whole once it closes, so two calls only share a batch if no boundary falls
+ * between their commits.
+ */
+export async function atWindowStart(windowMs: number, now: () => number = Date.now): Promise<void> {
+  const t = now();
+  await sleep(windowMs - (t % windowMs) + 20);
+}
+
 /** Waits until `check` is true (polling), failing after `timeoutMs`. */
 export async function waitUntil(what: string, check: () => Promise<boolean>, timeoutMs = 30_000): Promise<void> {
   const deadline = Date.now() + timeoutMs;
