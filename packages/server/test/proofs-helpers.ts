@@ -12,6 +12,7 @@ import { fileURLToPath } from 'node:url';
 import { deriveEnvelopeKey, payloadHashHex, randomNonce, sealPayload, type ProofReceipt } from '@countersign/core';
 import type { FastifyInstance } from 'fastify';
 import type { NewLog } from '../src/store/index.js';
+import { windowOf } from '../src/proofs/batch.js';
 import { getWith, postLog } from './foundation-helpers.js';
 
 const run = promisify(execFile);
@@ -94,14 +95,14 @@ export async function waitForReceipt(
 }
 
 /**
- * Sleeps until just after the next proof-window boundary of `now`'s clock, so that calls made
- * right after land in one window (and one batch) even when the machine is slow: a window is
- * claimed as a whole once it closes, so two calls only share a batch if no boundary falls
- * between their commits.
+ * Sleeps until just after the app's next proof-window boundary (its window length, on its
+ * clock), so that calls made right after land in one window (and one batch) even when the
+ * machine is slow: a window is claimed as a whole once it closes, so two calls only share a
+ * batch if no boundary falls between their commits.
  */
-export async function atWindowStart(windowMs: number, now: () => number = Date.now): Promise<void> {
-  const t = now();
-  await sleep(windowMs - (t % windowMs) + 20);
+export async function atWindowStart(app: FastifyInstance): Promise<void> {
+  const at = app.ctx.now();
+  await sleep(windowOf(at, app.ctx.config.proofWindowMs).end - at + 20);
 }
 
 /** Waits until `check` is true (polling), failing after `timeoutMs`. */

@@ -80,7 +80,7 @@ for (const store of STORES) {
       // Both projects' proofs land in the same sealed batch; A also has a handover event. They are
       // sent together at the start of a 2 s window: sent together anywhere in a 1 s window, they
       // still straddled its boundary once in CI under load.
-      await atWindowStart(2000, t.app.ctx.now);
+      await atWindowStart(t.app);
       const [[la], [lb]] = await Promise.all([ingestProofLogs(t.app, a.agent, 1, 'a'), ingestProofLogs(t.app, b.agent, 1, 'b')]);
       await postLog(t.app, a.human, { payload: {} }, { 'x-service-encryption-key': 'k', 'x-agent-x': '1' });
       const ra = await waitForReceipt(t.app, a.live, a.projectId, la!.id);
