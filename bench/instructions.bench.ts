@@ -12,10 +12,10 @@
  * work in every run, since no two calls share a batch or a turn of the loop). Reported per call,
  * by thread: the event loop, the SQLite writer, the rest (libuv's and the offload pool's threads),
  * and apart, out of the ratio because time drives them rather than calls, the SQLite checkpointer
- * and V8's optimizing compiler (still at work after the warm-up). V8's collector, which runs on the event
- * loop, is counted apart too (bench/proxy/callgrind-collector.ts), and two ratios are given: with
- * it, and without it. The second is the one that repeats: whether a mark-sweep lands in the
- * measured window is chance, and one that does adds a tenth to the floor's count.
+ * and V8's optimizing compiler (still at work after the warm-up). V8's collector, which runs on
+ * the event loop, is counted apart too (bench/proxy/callgrind-collector.ts), and two ratios are
+ * given: with it, and without it. The second is the one that repeats: whether a mark-sweep lands
+ * in the measured window is chance, and one that does adds a tenth to the floor's count.
  *
  * What an instruction count leaves out: cache misses, system calls' time in the kernel, and
  * wake-ups, all of which the µs figures include. Both are needed; this one is the repeatable one.
