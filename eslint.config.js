@@ -11,6 +11,7 @@ export default tseslint.config(
       'packages/dashboard/public/vendor/**',
       '.scratch/**',
       'bench/.scratch/**',
+      'packages/server/native/build/**',
     ],
   },
   js.configs.recommended,

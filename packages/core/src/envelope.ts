@@ -59,6 +59,47 @@ function encryptNow(plaintext: Uint8Array, key: EnvelopeKey, logId: string): Sea
   return { iv, ct: rest.length === 0 ? body : concatBytes(body, rest), tag: cipher.getAuthTag() };
 }
 
+/**
+ * A native implementation of the synchronous seal and hash, which a runtime may install (the
+ * server installs its addon, packages/server/native): the same AES-256-GCM under the same key,
+ * AAD and a fresh 12-byte IV, and SHA-256 of the same plaintext, so the records it makes are the
+ * ones this module makes with Node's cipher (a server test holds them equal). For the small
+ * records of the proxy's hot path Node's cipher costs mostly its set-up per record; an
+ * accelerator keeps one keyed context per derived key instead.
+ */
+export interface SealAccelerator {
+  /** A keyed context for one derived key's raw bytes; kept beside that key, never shared. */
+  context(rawKey: Uint8Array): unknown;
+  /**
+   * Seals `plaintext` under `context` with `aad` (as UTF-8): `[iv, ct, tag]` base64url without
+   * padding and the hex SHA-256 of `plaintext`, or `undefined` for an input it does not take.
+   */
+  seal(context: unknown, aad: string, plaintext: Uint8Array): [string, string, string, string] | undefined;
+}
+
+let accelerator: SealAccelerator | undefined;
+/** Each derived key's accelerator context: dropped with the key (envelope-keys.ts caches keys for a while). */
+let acceleratorContexts = new WeakMap<EnvelopeKey, unknown>();
+
+/**
+ * Installs (or, with `undefined`, removes) the native seal used by {@link sealBytesToText} and
+ * {@link sealBytesWithHash} for inputs below 64 KiB. Without one, Node's cipher (or WebCrypto)
+ * seals; the bytes are the same.
+ */
+export function installSealAccelerator(impl: SealAccelerator | undefined): void {
+  accelerator = impl;
+  acceleratorContexts = new WeakMap();
+}
+
+/** The accelerated seal and hash (`[iv, ct, tag, sha256]`), or `undefined` where it does not apply. */
+function acceleratedSeal(bytes: Uint8Array, key: EnvelopeKey, logId: string): [string, string, string, string] | undefined {
+  const raw = accelerator && bytes.length < ASYNC_HASH_FROM ? rawKeyOf(key) : undefined;
+  if (!raw) return undefined;
+  let context = acceleratorContexts.get(key);
+  if (context === undefined) acceleratorContexts.set(key, (context = accelerator!.context(raw)));
+  return accelerator!.seal(context, logId, bytes);
+}
+
 /** The synchronous seal, or `undefined` where only WebCrypto can do it. */
 function sealNow(plaintext: Uint8Array, key: EnvelopeKey, logId: string): Envelope | undefined {
   const parts = encryptNow(plaintext, key, logId);
@@ -156,6 +197,12 @@ export async function sealBytesWithHash(
   key: EnvelopeKey,
   logId: string,
 ): Promise<{ envelope: Envelope; payloadHash: string }> {
+  const fast = acceleratedSeal(bytes, key, logId);
+  if (fast) {
+    const envelope: Envelope = { v: 1, alg: 'A256GCM', kid: key.kid, iv: fast[0], ct: fast[1], tag: fast[2] };
+    madeHere.add(envelope);
+    return { envelope, payloadHash: fast[3] };
+  }
   // The usual case, all synchronous: no promise per step (the proxy seals two records a call).
   const small = bytes.length < ASYNC_HASH_FROM;
   const now = small ? sealNow(bytes, key, logId) : undefined;
@@ -174,6 +221,8 @@ export async function sealBytesWithHash(
  * registration is a weak collection's insert, which costs V8 a slow write barrier per record).
  */
 export async function sealBytesToText(bytes: Uint8Array, key: EnvelopeKey, logId: string): Promise<{ text: string; payloadHash: string }> {
+  const fast = acceleratedSeal(bytes, key, logId);
+  if (fast) return { text: textOf(key.kid, fast[0], fast[1], fast[2]), payloadHash: fast[3] };
   const parts = bytes.length < ASYNC_HASH_FROM ? encryptNow(bytes, key, logId) : undefined;
   if (parts) {
     const text = textOf(key.kid, toBase64Url(parts.iv), toBase64Url(parts.ct), toBase64Url(parts.tag));

@@ -36,6 +36,8 @@ import tsaPlugin from './tsa/plugin.js';
 import ledgerPlugin from './ledger/plugin.js';
 import dashboardPlugin from './dashboard/plugin.js';
 import metricsPlugin from './metrics/plugin.js';
+import { metrics } from './metrics/registry.js';
+import { useNativeSeal } from './native-seal.js';
 import projectSettingsPlugin from './projects/settings.js';
 import retentionPlugin from './retention/plugin.js';
 import webhooksPlugin from './webhooks/plugin.js';
@@ -91,6 +93,9 @@ async function assemble(
   opened: Array<() => Promise<void>>,
 ): Promise<FastifyInstance> {
   const master = loadMasterKey(config.dataDir, config.masterKey, config.masterKeyPrevious);
+  const native = useNativeSeal(config.nativeSeal);
+  metrics.nativeSeal.set(native ? 1 : 0);
+  if (!native && config.nativeSeal) logger.info("the native seal is not built: records are sealed with Node's cipher");
   if (master.keys.previousUntil === null)
     logger.warn('the previous master key is accepted without an end: set COUNTERSIGN_MASTER_KEY_PREVIOUS_UNTIL, or remove it');
   const now = overrides.now ?? Date.now;

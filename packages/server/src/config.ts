@@ -78,6 +78,11 @@ export interface ServerConfig {
    * statement waiting on a lock) that takes longer fails with 503 `log_store_unavailable`.
    */
   storeTimeoutMs: number;
+  /**
+   * Seal records with the native seal when it was built (`COUNTERSIGN_NATIVE_SEAL`, `on` or
+   * `off`, default on; native-seal.ts). Same bytes either way; `off` is for comparing the two.
+   */
+  nativeSeal: boolean;
 }
 
 /** Thrown for a setting that cannot be used; the CLI prints `message` and exits 2. */
@@ -209,6 +214,12 @@ function connectionLimits(env: NodeJS.ProcessEnv): ServerConfig['connections'] {
   };
 }
 
+function onOff(name: string, text: string | undefined, fallback: boolean): boolean {
+  if (text === undefined || text === '') return fallback;
+  if (text === 'on' || text === 'off') return text === 'on';
+  throw new ConfigError(`${name} must be on or off, got "${text}"`);
+}
+
 function sqliteSync(text: string | undefined): 'normal' | 'full' {
   if (text === undefined || text === '' || text === 'normal') return 'normal';
   if (text === 'full') return 'full';
@@ -283,5 +294,6 @@ export function loadConfig(flags: ConfigFlags = {}, env: NodeJS.ProcessEnv = pro
     },
     retentionSweepMs: int('COUNTERSIGN_RETENTION_SWEEP_MS', env.COUNTERSIGN_RETENTION_SWEEP_MS, 600_000, 1_000, 86_400_000),
     storeTimeoutMs: int('COUNTERSIGN_STORE_TIMEOUT_MS', env.COUNTERSIGN_STORE_TIMEOUT_MS, 5_000, 50, 600_000),
+    nativeSeal: onOff('COUNTERSIGN_NATIVE_SEAL', env.COUNTERSIGN_NATIVE_SEAL, true),
   };
 }

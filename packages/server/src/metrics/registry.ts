@@ -139,6 +139,12 @@ export const metrics = {
     help: 'Outcomes of proxied calls held in memory because the store refused them, waiting to be written',
     registers,
   }),
+  /** 1 when records are sealed by the native seal (native-seal.ts), 0 when by Node's cipher. */
+  nativeSeal: new Gauge({
+    name: 'countersign_native_seal',
+    help: "Whether records are sealed by the native seal (1) or by Node's cipher (0); same bytes either way",
+    registers,
+  }),
   /** Write-ahead records still `pending` in the store (all instances), set on scrape. */
   pendingRecords: new Gauge({
     name: 'countersign_pending_records',

@@ -1,0 +1,9 @@
+{
+  "targets": [
+    {
+      "target_name": "countersign_seal",
+      "sources": ["seal.c"],
+      "cflags": ["-O2", "-Wall", "-Wextra"]
+    }
+  ]
+}
