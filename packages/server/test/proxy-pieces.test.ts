@@ -103,6 +103,23 @@ test('redaction keeps names and hides every credential-looking value', () => {
   });
 });
 
+test('header verdicts stay right once a flood of new names has filled their memo', () => {
+  // The memo of header-name verdicts is bounded (headers.ts): names past its bound are worked
+  // out each time, so a caller or upstream sending endless new names changes no answer.
+  for (let i = 0; i < 2000; i++) {
+    assert.equal(isStrippedRequestHeader(`x-junk-${i}`), false);
+    assert.equal(isSecretHeader(`x-junk-${i}`), false);
+    upstreamRequestHeaders({ connection: `keep-alive, x-junk-${i}` }, true);
+  }
+  assert.equal(isStrippedRequestHeader('X-Service-Never-Seen'), true);
+  assert.equal(isStrippedRequestHeader('x_agent_never_seen'), true);
+  assert.equal(isSecretHeader('X-Never-Seen-Token'), true);
+  assert.equal(isStrippedRequestHeader('x-' + 'a'.repeat(100)), false);
+  assert.deepEqual(upstreamRequestHeaders({ connection: 'x-never-seen-hop', 'x-never-seen-hop': '1', 'x-keep': '2' }, false), {
+    'x-keep': '2',
+  });
+});
+
 test('the capture keeps at most its limit, but counts and hashes every byte', () => {
   const cap = new BodyCapture(10);
   const all = Buffer.from('0123456789abcdefghij');

@@ -61,22 +61,50 @@ const SECRET_PATTERN = /(auth|token|secret|key|cookie|session|password|passwd|cr
 export const REDACTED = '[REDACTED]';
 
 function normalise(name: string): string {
-  return name.toLowerCase().replace(/_/g, '-');
+  const lower = name.toLowerCase();
+  return lower.includes('_') ? lower.replace(/_/g, '-') : lower;
 }
 
-/** Names listed in a `Connection` header (they are hop-by-hop for this message). */
-function connectionNamed(value: string | string[] | undefined): Set<string> {
+/**
+ * Per-call work on header names and `Connection` values, remembered: the same few names and
+ * values come with every call, and each verdict took case folding, a regular expression and
+ * set lookups (or a Set made per call, for `Connection`). Bounded: short keys only, and at most
+ * {@link MEMO_ENTRIES} of them, after which a new key is worked out each time as before, so a
+ * caller or upstream sending endless new names cannot grow it.
+ */
+class Memo<V> {
+  readonly #entries = new Map<string, V>();
+  constructor(private readonly compute: (key: string) => V) {}
+  get(key: string): V {
+    let v = this.#entries.get(key);
+    if (v === undefined) {
+      v = this.compute(key);
+      if (key.length <= MEMO_KEY_LENGTH && this.#entries.size < MEMO_ENTRIES) this.#entries.set(key, v);
+    }
+    return v;
+  }
+}
+const MEMO_ENTRIES = 512;
+const MEMO_KEY_LENGTH = 64;
+
+const NO_NAMES: ReadonlySet<string> = new Set();
+
+/** Names listed in a `Connection` header (they are hop-by-hop for this message). Shared: read only. */
+const connectionValues = new Memo<ReadonlySet<string>>((value) => {
   const out = new Set<string>();
-  if (value === undefined) return out;
-  for (const part of (Array.isArray(value) ? value.join(',') : value).split(',')) {
+  for (const part of value.split(',')) {
     const n = part.trim().toLowerCase();
     if (n) out.add(n);
   }
-  return out;
+  return out.size === 0 ? NO_NAMES : out;
+});
+
+function connectionNamed(value: string | string[] | undefined): ReadonlySet<string> {
+  if (value === undefined) return NO_NAMES;
+  return connectionValues.get(Array.isArray(value) ? value.join(',') : value);
 }
 
-/** True when a caller header name must not go upstream (apart from the Connection-named ones). */
-export function isStrippedRequestHeader(name: string): boolean {
+const strippedNames = new Memo<boolean>((name) => {
   const lower = name.toLowerCase();
   const n = normalise(name);
   return (
@@ -88,6 +116,11 @@ export function isStrippedRequestHeader(name: string): boolean {
     NOT_FORWARDED.has(lower) ||
     NOT_FORWARDED.has(n)
   );
+});
+
+/** True when a caller header name must not go upstream (apart from the Connection-named ones). */
+export function isStrippedRequestHeader(name: string): boolean {
+  return strippedNames.get(name);
 }
 
 /** How the caller reached the proxy: it decides who owns `Authorization` (see {@link upstreamRequestHeaders}). */
@@ -165,10 +198,14 @@ export function firstValue(v: string | string[] | undefined): string | undefined
   return Array.isArray(v) ? v[0] : v;
 }
 
-/** True when a header's value may carry a credential (so a log shows only `[REDACTED]`). */
-export function isSecretHeader(name: string): boolean {
+const secretNames = new Memo<boolean>((name) => {
   const n = normalise(name);
   return SECRET_NAMES.has(n) || SECRET_PATTERN.test(n);
+});
+
+/** True when a header's value may carry a credential (so a log shows only `[REDACTED]`). */
+export function isSecretHeader(name: string): boolean {
+  return secretNames.get(name);
 }
 
 /** A header map for the audit record: names kept, secret values replaced by {@link REDACTED}. */
