@@ -1,6 +1,6 @@
 #!/usr/bin/env node
-// Builds the server's native seal (packages/server/native, docs/performance.md "The native
-// seal") with node-gyp against this Node's own headers. The addon is an accelerator: where no
+// Builds the server's native seal (packages/server/native, src/native-seal.ts; docs/performance.md,
+// "Design now") with node-gyp against this Node's own headers. The addon is an accelerator: where no
 // compiler is at hand the build says so and the server seals with Node's cipher instead (same
 // bytes). COUNTERSIGN_REQUIRE_NATIVE_SEAL=1 (CI) makes a failed build an error. Skips the build
 // when the addon is newer than its sources.

@@ -108,7 +108,12 @@ function sealNow(plaintext: Uint8Array, key: EnvelopeKey, logId: string): Envelo
 
 /** An envelope of this module's making (its fields base64url-encoded here; see {@link envelopeText}). */
 function madeEnvelope(kid: string, iv: Uint8Array, ct: Uint8Array, tag: Uint8Array): Envelope {
-  const e: Envelope = { v: 1, alg: 'A256GCM', kid, iv: toBase64Url(iv), ct: toBase64Url(ct), tag: toBase64Url(tag) };
+  return madeEncodedEnvelope(kid, toBase64Url(iv), toBase64Url(ct), toBase64Url(tag));
+}
+
+/** {@link madeEnvelope} from fields already base64url (the seal accelerator's). */
+function madeEncodedEnvelope(kid: string, iv: string, ct: string, tag: string): Envelope {
+  const e: Envelope = { v: 1, alg: 'A256GCM', kid, iv, ct, tag };
   madeHere.add(e);
   return e;
 }
@@ -198,11 +203,7 @@ export async function sealBytesWithHash(
   logId: string,
 ): Promise<{ envelope: Envelope; payloadHash: string }> {
   const fast = acceleratedSeal(bytes, key, logId);
-  if (fast) {
-    const envelope: Envelope = { v: 1, alg: 'A256GCM', kid: key.kid, iv: fast[0], ct: fast[1], tag: fast[2] };
-    madeHere.add(envelope);
-    return { envelope, payloadHash: fast[3] };
-  }
+  if (fast) return { envelope: madeEncodedEnvelope(key.kid, fast[0], fast[1], fast[2]), payloadHash: fast[3] };
   // The usual case, all synchronous: no promise per step (the proxy seals two records a call).
   const small = bytes.length < ASYNC_HASH_FROM;
   const now = small ? sealNow(bytes, key, logId) : undefined;

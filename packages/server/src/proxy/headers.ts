@@ -61,8 +61,7 @@ const SECRET_PATTERN = /(auth|token|secret|key|cookie|session|password|passwd|cr
 export const REDACTED = '[REDACTED]';
 
 function normalise(name: string): string {
-  const lower = name.toLowerCase();
-  return lower.includes('_') ? lower.replace(/_/g, '-') : lower;
+  return name.toLowerCase().replace(/_/g, '-');
 }
 
 /**
