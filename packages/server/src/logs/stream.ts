@@ -5,7 +5,11 @@
  * the newest entry. The server tails the store by sequence number (every
  * {@link TAIL_EVERY_MS}), so every instance on one PostgreSQL sees every instance's entries and
  * a reconnect loses nothing: the stream opens with an id-only frame (`id: <seq>`, no data) naming
- * where it starts, so even a client that saw no entry before it dropped resumes from there. A
+ * where it starts, so even a client that saw no entry before it dropped resumes from there. On
+ * PostgreSQL an entry can commit after one with a higher `seq` (another instance's writer): the
+ * stream watches the numbers missing behind its position until they arrive or the store deadline
+ * gives them up (late-entries.ts, store/seq-gaps.ts), sends a late entry when it arrives, and
+ * keeps the resume position below the numbers it still watches with an id-only frame. A
  * proxied call appears when its write-ahead record is committed (status `pending`); its outcome
  * is read with `GET …/logs/{logId}`. HEAD answers the headers.
  */
@@ -15,6 +19,7 @@ import { errorResponses, projectIdParam } from '../management/schemas.js';
 import { toLogEntry } from './entry.js';
 import { FILTER_PROPERTIES, filterOf } from './filters.js';
 import { readGuard } from './plugin.js';
+import { LateEntryWatch } from './late-entries.js';
 
 /** How often the stream reads the store for new entries, ms. */
 export const TAIL_EVERY_MS = 500;
@@ -22,10 +27,14 @@ export const TAIL_EVERY_MS = 500;
 const HEARTBEAT_MS = 15_000;
 /** Entries sent per read. */
 const TAIL_PAGE = 200;
+/** How far below its starting point a stream looks for entries still to commit (PostgreSQL). */
+const START_LOOKBACK = 1_000;
+/** Added to the store deadline for how long a missing number is watched, ms. */
+const LATE_MARGIN_MS = 5_000;
 
 /** Registers the live stream route (inside the logs plugin). */
 export function registerLogStream(app: FastifyInstance): void {
-  const { store } = app.ctx;
+  const { store, config } = app.ctx;
   const open = new Set<() => void>();
   app.addHook('preClose', async () => {
     for (const end of [...open]) end();
@@ -54,8 +63,10 @@ export function registerLogStream(app: FastifyInstance): void {
       };
       if (request.method === 'HEAD') return reply.code(200).headers(headers).send();
       const last = request.headers['last-event-id'];
-      let after = typeof last === 'string' && /^\d{1,15}$/.test(last) ? Number(last) : undefined;
-      if (after === undefined) {
+      const resumed = typeof last === 'string' && /^\d{1,15}$/.test(last) ? Number(last) : undefined;
+      let after: number;
+      if (resumed !== undefined) after = resumed;
+      else {
         const newest = await store.logs.page(projectId, {}, { order: 'newest', limit: 1 });
         after = newest.rows[0]?.seq ?? 0;
       }
@@ -68,19 +79,77 @@ export function registerLogStream(app: FastifyInstance): void {
       res.write(`: connected\nid: ${after}\n\n`);
       let ended = false;
       let reading = false;
+      const send = (row: { seq: number } & Parameters<typeof toLogEntry>[0]) =>
+        res.write(`id: ${row.seq}\nevent: log\ndata: ${JSON.stringify(toLogEntry(row))}\n\n`);
+      // PostgreSQL: entries may commit out of seq order (store/seq-gaps.ts).
+      const late = store.seqGaps.outOfOrder ? new LateEntryWatch(config.storeTimeoutMs + LATE_MARGIN_MS) : undefined;
+      let primed = false;
+      /** The resume position the client holds (its Last-Event-ID). */
+      let told = after;
+      const readInOrder = async () => {
+        for (;;) {
+          const page = await store.logs.page(projectId, { ...filter, afterSeq: after }, { order: 'oldest', limit: TAIL_PAGE });
+          for (const row of page.rows) {
+            if (ended) return;
+            send(row);
+            after = told = row.seq;
+          }
+          if (page.rows.length < TAIL_PAGE) break;
+        }
+      };
+      const readWatchingGaps = async (watch: LateEntryWatch) => {
+        if (!primed) {
+          // Entries just below the starting point may still be committing elsewhere.
+          const start = await store.seqGaps.missing(Math.max(0, after - START_LOOKBACK));
+          watch.watch(
+            start.missing.filter((s) => s <= after),
+            Date.now(),
+          );
+          primed = true;
+        }
+        // The bound first, then the rows up to it: every number of the range is read or watched.
+        const { upTo, missing } = await store.seqGaps.missing(after);
+        watch.watch(missing, Date.now());
+        for (let from = after; ;) {
+          const page = await store.logs.page(
+            projectId,
+            { ...filter, afterSeq: from, upToSeq: upTo },
+            { order: 'oldest', limit: TAIL_PAGE },
+          );
+          for (const row of page.rows) {
+            if (ended) return;
+            send(row);
+            from = told = row.seq;
+          }
+          if (page.rows.length < TAIL_PAGE) break;
+        }
+        after = upTo;
+        const open = watch.open(Date.now());
+        if (open.length > 0) {
+          const arrived = await store.seqGaps.present(open);
+          watch.arrived(arrived.map((a) => a.seq));
+          const mine = arrived.filter((a) => a.projectId === projectId).map((a) => a.seq);
+          if (mine.length > 0) {
+            const page = await store.logs.page(projectId, { ...filter, seqs: mine }, { order: 'oldest', limit: mine.length });
+            for (const row of page.rows) {
+              if (ended) return;
+              send(row);
+              told = row.seq;
+            }
+          }
+        }
+        // Below every number still watched, so that a reconnect cannot step past its entry.
+        const resume = watch.resumeFrom(after);
+        if (resume < told) {
+          res.write(`id: ${resume}\n\n`);
+          told = resume;
+        }
+      };
       const tail = async () => {
         if (ended || reading || filter === null) return;
         reading = true;
         try {
-          for (;;) {
-            const page = await store.logs.page(projectId, { ...filter, afterSeq: after }, { order: 'oldest', limit: TAIL_PAGE });
-            for (const row of page.rows) {
-              if (ended) return;
-              res.write(`id: ${row.seq}\nevent: log\ndata: ${JSON.stringify(toLogEntry(row))}\n\n`);
-              after = row.seq;
-            }
-            if (page.rows.length < TAIL_PAGE) break;
-          }
+          await (late ? readWatchingGaps(late) : readInOrder());
         } catch (err) {
           request.log.warn({ err }, 'log stream read failed; retrying');
         } finally {

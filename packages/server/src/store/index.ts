@@ -18,6 +18,7 @@ import { LedgerRepository } from './ledger.js';
 import { ProofRepository } from './proofs.js';
 import { WebhookRepository } from './webhooks.js';
 import { RetentionRepository } from './retention.js';
+import { SeqGapRepository } from './seq-gaps.js';
 
 export type { Dialect, OpenStoreOptions } from './open.js';
 export { DEFAULT_STORE_TIMEOUT_MS } from './open.js';
@@ -57,6 +58,8 @@ export class Store {
   readonly instance: InstanceLiveness;
   /** Outbound webhooks, their deliveries and delivery log (migration 008). */
   readonly webhooks: WebhookRepository;
+  /** Sequence numbers missing behind visible rows (the live log stream; seq-gaps.ts). */
+  readonly seqGaps: SeqGapRepository;
   /** Retention settings, the expiry purge and project deletion (migration 009). */
   readonly retention: RetentionRepository;
 
@@ -84,6 +87,7 @@ export class Store {
     this.instance = new InstanceLiveness(pgPool);
     this.webhooks = new WebhookRepository(db, dialect);
     this.retention = new RetentionRepository(db, pgPool);
+    this.seqGaps = new SeqGapRepository(db, dialect);
   }
 
   /** Opens (and migrates) the store described by `options`. */

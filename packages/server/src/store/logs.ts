@@ -87,6 +87,10 @@ export interface LogFilter {
   meta?: Array<[key: string, value: string]> | undefined;
   /** Only entries after this sequence number (the live stream's position). */
   afterSeq?: number | undefined;
+  /** Only entries up to this sequence number, inclusive (the live stream's read bound). */
+  upToSeq?: number | undefined;
+  /** Only entries with one of these sequence numbers (the live stream's late entries). */
+  seqs?: number[] | undefined;
 }
 
 /** The owners of pending records (the orphan sweep's first read; see pending-index.ts). */
@@ -317,6 +321,8 @@ function filtered<O>(
   if (filter.status !== undefined && filter.status.length > 0) q = q.where('status', 'in', filter.status);
   if (filter.source !== undefined && filter.source.length > 0) q = q.where('source', 'in', filter.source);
   if (filter.afterSeq !== undefined) q = q.where('seq', '>', filter.afterSeq);
+  if (filter.upToSeq !== undefined) q = q.where('seq', '<=', filter.upToSeq);
+  if (filter.seqs !== undefined) q = q.where('seq', 'in', filter.seqs.length > 0 ? filter.seqs : [-1]);
   for (const [key, value] of filter.meta ?? []) {
     // Metadata is JSON text; a member compares as text (true, 5, "eu" → eu) on both stores.
     q =
