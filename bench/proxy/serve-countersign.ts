@@ -31,13 +31,20 @@ export interface ServeOptions {
   roles?: string;
 }
 
+/** This process's COUNTERSIGN_* variables: the server's settings (config.ts). */
+function serverSettings(): NodeJS.ProcessEnv {
+  return Object.fromEntries(Object.entries(process.env).filter(([name]) => name.startsWith('COUNTERSIGN_')));
+}
+
 /** Starts Countersign, prints `{url, apiKey, dataDir}` once it listens, and serves until SIGTERM. */
 export async function serveCountersign(m: ServerModules, o: ServeOptions): Promise<void> {
   // As `countersign serve` does before it builds the app.
   m.gc.tuneGarbageCollectionForServing();
   const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'countersign-bench-'));
   const app = await m.app.buildApp({
-    ...m.config.loadConfig({ dataDir, port: '0', logLevel: 'silent', roles: o.roles ?? 'ingest,management' }, {}),
+    // The server's own settings (COUNTERSIGN_*) pass through, to compare one against another
+    // (e.g. COUNTERSIGN_PG_WRITER_CONNECTIONS=1); the benchmark's flags win over them.
+    ...m.config.loadConfig({ dataDir, port: '0', logLevel: 'silent', roles: o.roles ?? 'ingest,management' }, serverSettings()),
     databaseUrl: o.databaseUrl || undefined,
     allowTargets: [new URL(o.upstream).host],
     // Forward mode's name for the upstream (`/v1/forward/bench/…`), for PROXY_BENCH_DOOR=forward.
