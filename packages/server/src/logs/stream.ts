@@ -125,6 +125,7 @@ export function registerLogStream(app: FastifyInstance): void {
         }
         after = upTo;
         const open = watch.open(Date.now());
+        let sentLate = false;
         if (open.length > 0) {
           const arrived = await store.seqGaps.present(open);
           watch.arrived(arrived.map((a) => a.seq));
@@ -135,12 +136,14 @@ export function registerLogStream(app: FastifyInstance): void {
               if (ended) return;
               send(row);
               told = row.seq;
+              sentLate = true;
             }
           }
         }
-        // Below every number still watched, so that a reconnect cannot step past its entry.
+        // Below every number still watched, so that a reconnect cannot step past its entry; after
+        // a late entry, back up to that point (a reconnect need not read again what came since).
         const resume = watch.resumeFrom(after);
-        if (resume < told) {
+        if (resume < told || (sentLate && resume > told)) {
           res.write(`id: ${resume}\n\n`);
           told = resume;
         }
