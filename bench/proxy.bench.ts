@@ -17,7 +17,8 @@
  * of writes on the caller's core does not hold the caller back: docs/performance.md, "Where the SSE
  * first-event overhead goes"); for Countersign on SQLite, the `-wal` file's size (peak while
  * running, at the end, and after 2 s idle). Before and after, the proxy core's prices at that
- * moment (proxy/machine-moment.ts), to read the run by.
+ * moment (proxy/machine-moment.ts), and the share of each core's time the hypervisor took over the
+ * run (steal, proxy/steal.ts), to read the run by.
  *
  * Run: `npm run bench -- proxy` (a few minutes). `BENCH_QUICK=1` is a smoke run (well under a
  * minute, figures not meaningful). Knobs: PROXY_BENCH_ROUNDS (medians over rounds, default 1),
@@ -37,6 +38,7 @@ import path from 'node:path';
 import type { Pool } from 'undici';
 import { freshDatabaseOffCore } from './proxy/pin-postgres.js';
 import { formatMoment, measureMachineMoment } from './proxy/machine-moment.js';
+import { coreTicks, formatSteal, stealPercent } from './proxy/steal.js';
 import {
   CAN_PIN,
   CORES,
@@ -166,6 +168,7 @@ async function saturationStep(t: Target): Promise<SaturationFigures> {
 export default async function proxyBench(): Promise<Record<string, unknown>> {
   pinSelf();
   const loadBefore = os.loadavg()[0]!;
+  const ticksBefore = coreTicks();
   const children: Child[] = [];
   const drops: Array<() => Promise<void>> = [];
   let pgPinned = false;
@@ -305,7 +308,9 @@ export default async function proxyBench(): Promise<Record<string, unknown>> {
       pinned: CAN_PIN ? { proxies: CORES.proxy, load_and_upstream: CORES.load, postgres_on_load_core: pgPinned } : false,
     };
     const momentAfter = await measureMachineMoment(CORES.proxy);
+    const steal = stealPercent(ticksBefore, coreTicks(), CORES);
     out.machine = {
+      steal_percent: steal,
       cpus: os.cpus().length,
       load_1min_before: loadBefore,
       load_1min_after: os.loadavg()[0]!,
@@ -319,6 +324,7 @@ export default async function proxyBench(): Promise<Record<string, unknown>> {
     process.stdout.write(ratioLines(out.ratio_to_node_floor as Record<string, Record<string, number>>, 'Node floor') + '\n');
     if (out.ratio_to_nginx) process.stdout.write(ratioLines(out.ratio_to_nginx as Record<string, Record<string, number>>, 'nginx') + '\n');
     process.stdout.write(`(1-minute load before ${loadBefore.toFixed(2)}, after ${os.loadavg()[0]!.toFixed(2)})\n`);
+    process.stdout.write(`taken by the hypervisor over the run (steal): ${formatSteal(steal)}\n`);
     process.stdout.write(`the proxy core's prices before: ${formatMoment(momentBefore)}\n`);
     process.stdout.write(`                        after: ${formatMoment(momentAfter)}\n`);
   } finally {

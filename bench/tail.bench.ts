@@ -30,7 +30,8 @@
  * and after it against the others, bench/proxy/writeback-trace.ts).
  * On a local PostgreSQL it also reports what the database's backends spent per call. Before the
  * run it probes the proxy core's prices (bench/proxy/machine-moment.ts) and reports a bound on
- * what the call's wake-ups cost at that moment.
+ * what the call's wake-ups cost at that moment, and after it the share of each core's time the
+ * hypervisor took during the measured seconds (steal, bench/proxy/steal.ts).
  * Countersign and the floor run as built unless PROXY_BENCH_FROM=src (bench/proxy/built.ts).
  * The stall log preloaded into them ticks every 5 ms and watches GC: it costs the event loop
  * ~10-30 µs per call at 1,000 req/s, so the CPU figures here are a little above the proxy
@@ -42,6 +43,7 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { freshDatabaseOffCore } from './proxy/pin-postgres.js';
 import { formatMoment, measureMachineMoment } from './proxy/machine-moment.js';
+import { coreTicks, formatSteal, stealPercent } from './proxy/steal.js';
 import { CORES, COUNTERSIGN_FLAGS, pinSelf, startRole, threadCounters, type Child } from './proxy/children.js';
 import { clientFor, forwardDoorCall, openLoop, pctMs, plainJsonCall, proxyDoorCall, REQUEST_BODY, type CallSpec } from './proxy/load.js';
 import { describeScavengePhases, scavengePhases } from './proxy/scavenge-phases.js';
@@ -126,6 +128,7 @@ export default async function tailBench(): Promise<Record<string, unknown>> {
     const pid = cs.proc.pid!;
     const from = Date.now();
     const cpu0 = threadCounters(pid);
+    const ticks0 = coreTicks();
     const database = db?.pinned ? await watchPostgresBackends(db.url) : undefined;
     const traceFrom = cs.output().length;
     const samples: Array<[number, number]> = [];
@@ -143,6 +146,7 @@ export default async function tailBench(): Promise<Record<string, unknown>> {
     clearTimeout(traceTimer);
     clearTimeout(profileTimer);
     const cpu1 = threadCounters(pid);
+    const steal = stealPercent(ticks0, coreTicks(), CORES);
     const databaseCost = database?.stop(run.ok);
     const traced = await trace;
     const sendPath = traced ? sendPathReport(traced, pid, CORES.load, traceSeconds, RATE * traceSeconds) : undefined;
@@ -245,6 +249,7 @@ export default async function tailBench(): Promise<Record<string, unknown>> {
       },
       per_call_by_thread: threads,
       machine_moment: moment,
+      steal_percent: steal,
       wake_ups_per_call: Math.round(wakeUpsPerCall * 100) / 100,
       database_backends_per_call: databaseCost,
       store_batches: batches,
@@ -272,6 +277,7 @@ export default async function tailBench(): Promise<Record<string, unknown>> {
           .filter(([, t]) => t.cpu_us > 0 || t.wake_ups >= 0.01)
           .map(([name, t]) => `${name} ${t.cpu_us} µs, ${t.wake_ups}`)
           .join('; ')}`,
+        `taken by the hypervisor during the measured seconds (steal): ${formatSteal(steal)}`,
         `the proxy core's prices: ${formatMoment(moment)}; so the call's ${out.wake_ups_per_call} wake-ups, each at that price, ≤ ${Math.round(wakeUpsPerCall * moment.wakeUs)} µs of its ${out.cpu_us_per_call.event_loop_thread + out.cpu_us_per_call.other_threads}`,
         ...(databaseCost
           ? [`PostgreSQL's backends (load core), per call: CPU ${databaseCost.cpu_us} µs, waiting for the core ${databaseCost.wait_us} µs`]
