@@ -43,7 +43,7 @@ export async function serveCountersign(m: ServerModules, o: ServeOptions): Promi
   const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'countersign-bench-'));
   const app = await m.app.buildApp({
     // The server's own settings (COUNTERSIGN_*) pass through, to compare one against another
-    // (e.g. COUNTERSIGN_PG_WRITER_CONNECTIONS=1); the benchmark's flags win over them.
+    // (e.g. COUNTERSIGN_NATIVE_SEAL=off); the benchmark's flags win over them.
     ...m.config.loadConfig({ dataDir, port: '0', logLevel: 'silent', roles: o.roles ?? 'ingest,management' }, serverSettings()),
     databaseUrl: o.databaseUrl || undefined,
     allowTargets: [new URL(o.upstream).host],

@@ -1,7 +1,7 @@
 /**
  * The time the hypervisor gave this VM's cores to someone else ("steal", the eighth column of
- * each core's line in /proc/stat). On the shared VMs these benchmarks run on it reached a fifth
- * of the machine within minutes and decided which of two interleaved runs was faster
+ * each core's line in /proc/stat). On the shared VMs these benchmarks run on it reached half of a
+ * core's time within minutes and decided which of two interleaved runs was faster
  * (docs/performance-log.md, forty-first session), so every run reports it beside its figures.
  */
 import fs from 'node:fs';

@@ -64,12 +64,7 @@ export function registerLogStream(app: FastifyInstance): void {
       if (request.method === 'HEAD') return reply.code(200).headers(headers).send();
       const last = request.headers['last-event-id'];
       const resumed = typeof last === 'string' && /^\d{1,15}$/.test(last) ? Number(last) : undefined;
-      let after: number;
-      if (resumed !== undefined) after = resumed;
-      else {
-        const newest = await store.logs.page(projectId, {}, { order: 'newest', limit: 1 });
-        after = newest.rows[0]?.seq ?? 0;
-      }
+      let after = resumed ?? (await store.logs.page(projectId, {}, { order: 'newest', limit: 1 })).rows[0]?.seq ?? 0;
 
       reply.hijack();
       const res = reply.raw;
@@ -86,43 +81,35 @@ export function registerLogStream(app: FastifyInstance): void {
       let primed = false;
       /** The resume position the client holds (its Last-Event-ID). */
       let told = after;
-      const readInOrder = async () => {
+      /**
+       * Sends the entries after `from` (up to `upTo`), page by page; returns the last one's seq
+       * (`from` when none). Each one sent is no longer watched: it may have been seen missing by
+       * the bound's snapshot and committed before the page's.
+       */
+      const sendRange = async (from: number, upTo?: number): Promise<number> => {
         for (;;) {
-          const page = await store.logs.page(projectId, { ...filter, afterSeq: after }, { order: 'oldest', limit: TAIL_PAGE });
-          for (const row of page.rows) {
-            if (ended) return;
-            send(row);
-            after = told = row.seq;
-          }
-          if (page.rows.length < TAIL_PAGE) break;
-        }
-      };
-      const readWatchingGaps = async (watch: LateEntryWatch) => {
-        if (!primed) {
-          // Entries just below the starting point may still be committing elsewhere.
-          const start = await store.seqGaps.missing(Math.max(0, after - START_LOOKBACK));
-          watch.watch(
-            start.missing.filter((s) => s <= after),
-            Date.now(),
-          );
-          primed = true;
-        }
-        // The bound first, then the rows up to it: every number of the range is read or watched.
-        const { upTo, missing } = await store.seqGaps.missing(after);
-        watch.watch(missing, Date.now());
-        for (let from = after; ;) {
           const page = await store.logs.page(
             projectId,
             { ...filter, afterSeq: from, upToSeq: upTo },
             { order: 'oldest', limit: TAIL_PAGE },
           );
           for (const row of page.rows) {
-            if (ended) return;
+            if (ended) return from;
             send(row);
             from = told = row.seq;
+            late?.arrived([row.seq]);
           }
-          if (page.rows.length < TAIL_PAGE) break;
+          if (page.rows.length < TAIL_PAGE) return from;
         }
+      };
+      const readWatchingGaps = async (watch: LateEntryWatch) => {
+        // The bound first, then the rows up to it: every number of the range is read or watched.
+        // The first read also looks below the starting point, for entries still committing elsewhere.
+        const { upTo, missing } = await store.seqGaps.missing(primed ? after : Math.max(0, after - START_LOOKBACK));
+        primed = true;
+        watch.watch(missing, Date.now());
+        await sendRange(after, upTo);
+        if (ended) return;
         after = upTo;
         const open = watch.open(Date.now());
         let sentLate = false;
@@ -152,7 +139,8 @@ export function registerLogStream(app: FastifyInstance): void {
         if (ended || reading || filter === null) return;
         reading = true;
         try {
-          await (late ? readWatchingGaps(late) : readInOrder());
+          if (late) await readWatchingGaps(late);
+          else after = await sendRange(after);
         } catch (err) {
           request.log.warn({ err }, 'log stream read failed; retrying');
         } finally {
