@@ -1,13 +1,16 @@
 /**
  * The SSE event stream over a real socket: a handover is pushed to the project's subscribers
  * (and only theirs), Last-Event-ID replays stored events, revoking the key ends the stream.
- * With PostgreSQL the push goes through LISTEN/NOTIFY, also between two app instances.
+ * With PostgreSQL the push goes through LISTEN/NOTIFY, also between two app instances. An event
+ * published after one with a higher seq (two instances', or two concurrent calls', notifications
+ * arriving in the other order) still reaches the stream: it used to be dropped as already sent.
  */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { request as httpRequest, type IncomingMessage } from 'node:http';
 import { STORES, startApp, freshPostgresDatabase } from './helpers/server.js';
 import { addKey, fullProject, postLog } from './foundation-helpers.js';
+import { toSecurityEvent } from '../src/events/security.js';
 
 const KEY = 'sse-key';
 
@@ -125,6 +128,65 @@ for (const store of STORES) {
       await t.close();
     }
   });
+}
+
+for (const store of STORES) {
+  test(
+    `events/stream on ${store}: an event published after a later one is sent, not dropped; a replay sends each event once`,
+    { timeout: 20_000 },
+    async () => {
+      const t = await startApp({ store, listen: true });
+      try {
+        const p = await fullProject(t, 'late');
+        const row = (n: number) => ({
+          id: `evt_late_${n}`,
+          projectId: p.projectId,
+          type: 'security.policy_violation',
+          reason: 'credential_handover',
+          logId: `log_late_${n}`,
+          createdAt: Date.now(),
+          body: { actor: `actor-${n}`, credentialClass: 'human', agentHeaders: ['x-agent-run'] },
+        });
+        // Two stored events, seq a < b, whose notifications arrive b first.
+        const stored = async (n: number) => {
+          const r = row(n);
+          return toSecurityEvent({ ...r, seq: await t.app.ctx.store.events.insert(r) });
+        };
+        const first = await stored(1);
+        const s = await openStream(t.url, `/v1/projects/${p.projectId}/events/stream`, p.live);
+        await subscribed(t.app, p.projectId);
+        const a = await stored(2);
+        const b = await stored(3);
+        assert.ok(a.seq < b.seq);
+        await t.app.ctx.events.publish(b);
+        await t.app.ctx.events.publish(a);
+        await s.next(2);
+        assert.deepEqual(
+          s.events.map((e) => e.id),
+          [b.id, a.id],
+        );
+        assert.deepEqual(s.ids, [String(b.seq), String(a.seq)]);
+
+        // A reconnect after the first replays the two stored since, once each, in seq order, and
+        // a live notification of one of them arriving during or after the replay is not sent again.
+        const replay = await openStream(t.url, `/v1/projects/${p.projectId}/events/stream`, p.live, String(first.seq));
+        await replay.next(2);
+        await subscribed(t.app, p.projectId, 2);
+        await t.app.ctx.events.publish(a);
+        const c = await stored(4);
+        await t.app.ctx.events.publish(c);
+        await replay.next(3);
+        assert.deepEqual(
+          replay.events.map((e) => e.id),
+          [a.id, b.id, c.id],
+        );
+        s.close();
+        replay.close();
+      } finally {
+        await t.close();
+      }
+    },
+  );
 }
 
 if (STORES.includes('postgres')) {

@@ -135,12 +135,16 @@ export default async function eventsPlugin(app: FastifyInstance): Promise<void> 
       res.write(': connected\n\n');
 
       let ended = false;
-      let lastSent = lastSeq ?? 0;
-      // Live events that arrive during the replay wait, so the order stays by seq.
+      // Live events that arrive during the replay wait for it, so that the replay comes first.
       let buffered: PublishedEvent[] | undefined = lastSeq !== undefined ? [] : undefined;
+      // What the replay sent (at most REPLAY_MAX seqs), kept for the stream's life: a live
+      // notification of a replayed event can arrive during the replay or after it. Live events are
+      // not filtered by order: seqs are taken before commit, and two instances' (or two concurrent
+      // calls') notifications can arrive in either order, so a lower seq after a higher one is an
+      // event not sent yet, which the old `seq <= last sent` test dropped.
+      const replayed = new Set<number>();
       const send = (e: PublishedEvent) => {
-        if (ended || e.seq <= lastSent) return;
-        lastSent = e.seq;
+        if (ended || replayed.has(e.seq)) return;
         res.write(frame(e));
       };
       const end = () => {
@@ -160,7 +164,10 @@ export default async function eventsPlugin(app: FastifyInstance): Promise<void> 
 
       if (lastSeq !== undefined) {
         try {
-          for (const row of await store.events.listAfter(projectId, lastSeq, REPLAY_MAX)) send(toSecurityEvent(row));
+          for (const row of await store.events.listAfter(projectId, lastSeq, REPLAY_MAX)) {
+            send(toSecurityEvent(row));
+            replayed.add(row.seq);
+          }
         } catch (err) {
           request.log.warn({ err }, 'event replay failed');
         }
