@@ -21,6 +21,7 @@ import pg from 'pg';
 import type { NewLog } from './logs.js';
 import { EXPIRED, type WriteBackend, type WriteBatch, type WriteResult } from './log-writer.js';
 import { INSERT_COLUMNS, OUTCOME_COLUMNS, pushInsert, pushOutcomeValues } from './write-rows.js';
+import { executeNamed, type TextRow } from './pg-batch-query.js';
 
 /** PostgreSQL type of each column the hot path writes (the order is write-rows.ts's, shared with the SQLite writer). */
 const PG_TYPES: Record<(typeof INSERT_COLUMNS)[number] | (typeof OUTCOME_COLUMNS)[number], string> = {
@@ -210,7 +211,8 @@ export class PgWriter implements WriteBackend {
     const client = await this.#pool.connect();
     let broken: Error | undefined;
     try {
-      let rows: Array<{ w: number; k: number | string; project_id: string | null; id: string | null }> = [];
+      // Each row: w ('0' insert, '1' outcome), k (seq), project_id, id (combined's columns).
+      let rows: TextRow[] = [];
       if (unique.length + seqOutcomes.length > 0) {
         const statement = statementFor(unique.length, seqOutcomes.length);
         let values: unknown[];
@@ -227,25 +229,23 @@ export class PgWriter implements WriteBackend {
             ...(seqOutcomes.length > 0 ? outcomeColumns(seqOutcomes, [outcomeSeqs]) : []),
           ];
         }
-        rows = (await client.query({ name: statement.name, text: statement.text, values })).rows;
+        rows = await executeNamed(client, statement.name, statement.text, values);
       }
-      for (const r of rows) {
-        if (r.w === 0) {
-          const i = firstOf.get(r.project_id + '\u0000' + r.id)!;
+      const doneSeqs = new Set<number>();
+      for (const [w, k, projectId, id] of rows) {
+        if (w === '0') {
+          const i = firstOf.get(projectId + '\u0000' + id)!;
           inserted[i] = 1;
-          seqs[i] = Number(r.k);
-        }
+          seqs[i] = Number(k);
+        } else doneSeqs.add(Number(k));
       }
-      const doneSeqs = new Set(rows.filter((r) => r.w === 1).map((r) => Number(r.k)));
       bySeq.forEach((i, j) => (completed[i] = doneSeqs.has(outcomeSeqs[j]!) ? 1 : 0));
       // Rare: outcomes whose caller has no seq (owed ones), and compensations.
       if (byKey.length > 0) {
         const keyRows = byKey.map((i) => batch.outcomes[i]!);
-        const r = await client.query<{ project_id: string; id: string }>({
-          ...STATEMENTS.updateByKey,
-          values: outcomeColumns(keyRows, [keyRows.map((o) => o.ref.projectId), keyRows.map((o) => o.ref.id)]),
-        });
-        const done = new Set(r.rows.map((x) => x.project_id + '\u0000' + x.id));
+        const { name, text } = STATEMENTS.updateByKey;
+        const values = outcomeColumns(keyRows, [keyRows.map((o) => o.ref.projectId), keyRows.map((o) => o.ref.id)]);
+        const done = new Set((await executeNamed(client, name, text, values)).map(([projectId, id]) => projectId + '\u0000' + id));
         byKey.forEach((i) => {
           const ref = batch.outcomes[i]!.ref;
           completed[i] = done.has(ref.projectId + '\u0000' + ref.id) ? 1 : 0;
@@ -253,7 +253,8 @@ export class PgWriter implements WriteBackend {
       }
       if (batch.refusals.length > 0) {
         const rf = batch.refusals;
-        await client.query({ ...STATEMENTS.refuse, values: [rf.map((r) => r.projectId), rf.map((r) => r.id), rf.map((r) => r.at)] });
+        const { name, text } = STATEMENTS.refuse;
+        await executeNamed(client, name, text, [rf.map((r) => r.projectId), rf.map((r) => r.id), rf.map((r) => r.at)]);
       }
       return { inserted, seqs, completed };
     } catch (e) {
