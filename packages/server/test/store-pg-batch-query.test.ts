@@ -4,13 +4,18 @@
  * connection and again on a new one; a statement's error rejects with node-pg's DatabaseError
  * (its SQLSTATE code, which the writer's outage handling reads) and leaves the connection
  * usable; a value node-pg cannot map rejects without wedging the connection; a connection the
- * server kills rejects what was in flight, and the pool's next connection parses again.
+ * server kills rejects what was in flight, and the pool's next connection parses again. The
+ * writer keeps its connection between batches, and replaces one the server ended while idle
+ * before the next batch rather than failing that batch on it.
  */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import pg from 'pg';
-import { freshPostgresDatabase, STORES } from './helpers/server.js';
+import { freshPostgresDatabase, STORES, tempDir } from './helpers/server.js';
 import { executeNamed } from '../src/store/pg-batch-query.js';
+import { PgWriter } from '../src/store/pg-writer.js';
+import { Store, type NewLog } from '../src/store/index.js';
+import { proofLog } from './proofs-helpers.js';
 
 const ECHO = { name: 'cs_t_echo', text: 'select $1::int8 as a, $2::text as b, null::text as c, 1 / $3::int4 as d' };
 const ARRAYS = { name: 'cs_t_arrays', text: 'select x, y from unnest($1::text[], $2::int8[]) as v(x, y)' };
@@ -81,5 +86,40 @@ for (const _ of STORES.filter((s) => s === 'postgres'))
     } finally {
       await admin.end();
       await pool.end();
+    }
+  });
+
+for (const _ of STORES.filter((s) => s === 'postgres'))
+  test('PostgreSQL writer: one connection kept across batches; one the server ends while idle is replaced, not failed on', async () => {
+    const url = await freshPostgresDatabase();
+    const st = await Store.open({ dataDir: tempDir(), databaseUrl: url });
+    const writer = new PgWriter(url, 5000);
+    const admin = new pg.Client({ connectionString: url });
+    await admin.connect();
+    const writerPids = async () =>
+      (
+        await admin.query<{ pid: number }>(
+          "select pid from pg_stat_activity where datname = current_database() and application_name = 'countersign-writer'",
+        )
+      ).rows.map((r) => r.pid);
+    try {
+      const log = (i: number): NewLog =>
+        proofLog(Date.now(), { id: `log_held_${i}`, projectId: 'prj_held', source: 'proxy', status: 'pending', requestProof: false });
+      const write = (i: number) => writer.write({ inserts: [log(i)], outcomes: [], refusals: [] }, Date.now() + 5000);
+      for (let i = 0; i < 5; i++) assert.deepEqual([...(await write(i)).inserted], [1]);
+      const mine = await writerPids();
+      assert.equal(mine.length, 1, 'five batches, one connection');
+      await admin.query('select pg_terminate_backend($1)', [mine[0]]);
+      // The held connection hears its end (a moment: terminate only signals the backend).
+      for (let i = 0; i < 50 && (await writerPids()).includes(mine[0]!); i++) await new Promise((r) => setTimeout(r, 20));
+      await new Promise((r) => setTimeout(r, 100));
+      assert.deepEqual([...(await write(5)).inserted], [1], 'the batch after the kill goes through on a new connection');
+      const after = await writerPids();
+      assert.equal(after.length, 1);
+      assert.notEqual(after[0], mine[0]);
+    } finally {
+      await admin.end();
+      await writer.close();
+      await st.close();
     }
   });

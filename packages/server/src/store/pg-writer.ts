@@ -154,10 +154,28 @@ function outcomeColumns(rows: WriteBatch['outcomes'], keys: unknown[][]): unknow
   return [...keys, ...columnsOf(flat, OUTCOME_COLUMNS.length)];
 }
 
+/**
+ * Whether the connection a statement failed on can take the next batch: a statement's own error
+ * (a SQLSTATE) rolled back and leaves it usable, but not a connection exception (class 08) or
+ * the server ending the session (57P01-57P05: shutdown, crash, a terminated backend). Anything
+ * without a SQLSTATE is the client's own report of a lost connection.
+ */
+function leavesConnectionUsable(err: Error): boolean {
+  const code = 'code' in err && typeof err.code === 'string' ? err.code : '';
+  return /^[0-9A-Z]{5}$/.test(code) && !code.startsWith('08') && !/^57P0[1-5]$/.test(code);
+}
+
 /** Dedicated-connection backend for PostgreSQL. */
 export class PgWriter implements WriteBackend {
   readonly maxInflight: number;
   readonly #pool: pg.Pool;
+  /**
+   * Connections kept between batches instead of going back to the pool: taking one from pg-pool
+   * and giving it back arms and clears a timer, queues a tick and emits two events per batch (two
+   * batches per call). A held connection that breaks while idle (the server restarts, kills it)
+   * leaves this list at once, so the next batch opens a new one instead of failing on it.
+   */
+  readonly #held: pg.PoolClient[] = [];
 
   /**
    * @param connectionString the store's database.
@@ -170,6 +188,8 @@ export class PgWriter implements WriteBackend {
     // One connection (by default), replaced by the pool when it breaks (outage, restart).
     this.#pool = new pg.Pool({
       connectionString,
+      // What pg_stat_activity shows for it (a connection string's own application_name wins).
+      application_name: 'countersign-writer',
       max: connections,
       connectionTimeoutMillis: timeoutMs,
       // Never closed for being idle: the connection is dedicated, and pg-pool arms a 10-s timer
@@ -183,7 +203,14 @@ export class PgWriter implements WriteBackend {
       options: `-c statement_timeout=${timeoutMs} -c lock_timeout=${timeoutMs} -c enable_seqscan=off`,
     });
     this.#pool.on('error', () => undefined);
-    this.#pool.on('connect', (client) => client.on('error', () => undefined));
+    this.#pool.on('connect', (client) =>
+      client.on('error', (err) => {
+        const i = this.#held.indexOf(client as pg.PoolClient);
+        if (i < 0) return;
+        this.#held.splice(i, 1);
+        (client as pg.PoolClient).release(err);
+      }),
+    );
   }
 
   async write(batch: WriteBatch, deadline: number): Promise<WriteResult> {
@@ -208,7 +235,7 @@ export class PgWriter implements WriteBackend {
     const seqOutcomes = bySeq.map((i) => batch.outcomes[i]!);
     const outcomeSeqs = seqOutcomes.map((o) => o.ref.seq!);
 
-    const client = await this.#pool.connect();
+    const client = this.#held.pop() ?? (await this.#pool.connect());
     let broken: Error | undefined;
     try {
       // Each row: w ('0' insert, '1' outcome), k (seq), project_id, id (combined's columns).
@@ -262,13 +289,13 @@ export class PgWriter implements WriteBackend {
       broken = e as Error;
       throw e;
     } finally {
-      client.release(
-        broken && !('code' in broken && typeof broken.code === 'string' && /^[0-9A-Z]{5}$/.test(broken.code)) ? broken : undefined,
-      );
+      if (broken && !leavesConnectionUsable(broken)) client.release(broken);
+      else this.#held.push(client);
     }
   }
 
   async close(): Promise<void> {
+    for (const client of this.#held.splice(0)) client.release();
     await this.#pool.end();
   }
 }
