@@ -10,6 +10,8 @@
  * locked by another session) and 57014 `query_canceled` (statement_timeout of the writer).
  */
 const PG_UNAVAILABLE = [/^08/, /^57P0[1-4]$/, /^53[0-3]/, /^58/, /^55P03$/, /^57014$/];
+/** Of those, the ones after which the connection they came on is gone: connection exceptions, the server ending the session. */
+const PG_CONNECTION_ENDED = PG_UNAVAILABLE.slice(0, 2);
 /** Node socket errors a database driver passes through. */
 const NET_CODES = new Set(['ECONNREFUSED', 'ECONNRESET', 'EPIPE', 'ETIMEDOUT', 'ENOTFOUND', 'EHOSTUNREACH', 'ECONNABORTED']);
 /** Our own: a hot-path write past the store deadline (log-writer.ts). */
@@ -32,4 +34,14 @@ export function isStoreUnavailable(error: unknown): boolean {
     if (typeof message === 'string' && PG_MESSAGES.test(message)) return true;
   }
   return false;
+}
+
+/**
+ * True when a statement's error leaves its PostgreSQL connection usable for the next statement:
+ * a SQLSTATE of the statement's own (it rolled back), not one that ended the connection. An
+ * error without a SQLSTATE is the client's own report of a lost connection.
+ */
+export function leavesPgConnectionUsable(error: Error): boolean {
+  const code = (error as { code?: unknown }).code;
+  return typeof code === 'string' && /^[0-9A-Z]{5}$/.test(code) && !PG_CONNECTION_ENDED.some((re) => re.test(code));
 }

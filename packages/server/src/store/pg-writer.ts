@@ -22,6 +22,7 @@ import type { NewLog } from './logs.js';
 import { EXPIRED, type WriteBackend, type WriteBatch, type WriteResult } from './log-writer.js';
 import { INSERT_COLUMNS, OUTCOME_COLUMNS, pushInsert, pushOutcomeValues } from './write-rows.js';
 import { executeNamed, type TextRow } from './pg-batch-query.js';
+import { leavesPgConnectionUsable } from './availability.js';
 
 /** PostgreSQL type of each column the hot path writes (the order is write-rows.ts's, shared with the SQLite writer). */
 const PG_TYPES: Record<(typeof INSERT_COLUMNS)[number] | (typeof OUTCOME_COLUMNS)[number], string> = {
@@ -154,17 +155,6 @@ function outcomeColumns(rows: WriteBatch['outcomes'], keys: unknown[][]): unknow
   return [...keys, ...columnsOf(flat, OUTCOME_COLUMNS.length)];
 }
 
-/**
- * Whether the connection a statement failed on can take the next batch: a statement's own error
- * (a SQLSTATE) rolled back and leaves it usable, but not a connection exception (class 08) or
- * the server ending the session (57P01-57P05: shutdown, crash, a terminated backend). Anything
- * without a SQLSTATE is the client's own report of a lost connection.
- */
-function leavesConnectionUsable(err: Error): boolean {
-  const code = 'code' in err && typeof err.code === 'string' ? err.code : '';
-  return /^[0-9A-Z]{5}$/.test(code) && !code.startsWith('08') && !/^57P0[1-5]$/.test(code);
-}
-
 /** Dedicated-connection backend for PostgreSQL. */
 export class PgWriter implements WriteBackend {
   readonly maxInflight: number;
@@ -205,10 +195,10 @@ export class PgWriter implements WriteBackend {
     this.#pool.on('error', () => undefined);
     this.#pool.on('connect', (client) =>
       client.on('error', (err) => {
-        const i = this.#held.indexOf(client as pg.PoolClient);
+        const i = this.#held.indexOf(client);
         if (i < 0) return;
         this.#held.splice(i, 1);
-        (client as pg.PoolClient).release(err);
+        client.release(err);
       }),
     );
   }
@@ -289,7 +279,7 @@ export class PgWriter implements WriteBackend {
       broken = e as Error;
       throw e;
     } finally {
-      if (broken && !leavesConnectionUsable(broken)) client.release(broken);
+      if (broken && !leavesPgConnectionUsable(broken)) client.release(broken);
       else this.#held.push(client);
     }
   }
