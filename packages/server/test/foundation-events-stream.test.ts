@@ -4,12 +4,15 @@
  * With PostgreSQL the push goes through LISTEN/NOTIFY, also between two app instances. An event
  * published after one with a higher seq (two instances', or two concurrent calls', notifications
  * arriving in the other order) still reaches the stream: it used to be dropped as already sent.
+ * A reconnect replays the events below Last-Event-ID that may have committed after it (one held
+ * in an open transaction on PostgreSQL while a later one is sent): it used to skip them.
  */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { request as httpRequest, type IncomingMessage } from 'node:http';
 import { STORES, startApp, freshPostgresDatabase } from './helpers/server.js';
 import { addKey, fullProject, postLog } from './foundation-helpers.js';
+import pg from 'pg';
 import { toSecurityEvent } from '../src/events/security.js';
 
 const KEY = 'sse-key';
@@ -189,7 +192,99 @@ for (const store of STORES) {
   );
 }
 
+for (const store of STORES) {
+  test(
+    `events/stream on ${store}: a replay also sends the events below Last-Event-ID that may have committed after it`,
+    { timeout: 20_000 },
+    async () => {
+      const t = await startApp({ store, listen: true });
+      try {
+        const p = await fullProject(t, 'below');
+        const other = await fullProject(t, 'other');
+        const stored = async (n: number, createdAt: number, projectId = p.projectId) => {
+          const r = {
+            id: `evt_below_${n}`,
+            projectId,
+            type: 'security.policy_violation',
+            reason: 'credential_handover',
+            logId: `log_below_${n}`,
+            createdAt,
+            body: { actor: `actor-${n}`, credentialClass: 'human', agentHeaders: ['x-agent-run'] },
+          };
+          return toSecurityEvent({ ...r, seq: await t.app.ctx.store.events.insert(r) });
+        };
+        // An old event (long before the window), one that committed while the client was away
+        // (its notification reached no stream), then the one the client last got, then another project's.
+        const old = await stored(1, Date.now() - 120_000);
+        const away = await stored(2, Date.now());
+        const last = await stored(3, Date.now());
+        const foreign = await stored(4, Date.now(), other.projectId);
+        assert.ok(old.seq < away.seq && away.seq < last.seq);
+        const replay = await openStream(t.url, `/v1/projects/${p.projectId}/events/stream`, p.live, String(last.seq));
+        await subscribed(t.app, p.projectId);
+        const next = await stored(5, Date.now());
+        await t.app.ctx.events.publish(next);
+        await replay.next(2);
+        // A late notification of the replayed one is not sent again (the sentinel comes next).
+        await t.app.ctx.events.publish(away);
+        const sentinel = await stored(6, Date.now());
+        await t.app.ctx.events.publish(sentinel);
+        await replay.next(3);
+        assert.deepEqual(
+          replay.events.map((e) => e.id),
+          [away.id, next.id, sentinel.id],
+        );
+        // Resuming from a seq that is not one of the project's events replays only what follows it.
+        const fromForeign = await openStream(t.url, `/v1/projects/${p.projectId}/events/stream`, p.live, String(foreign.seq));
+        await fromForeign.next(2);
+        assert.deepEqual(
+          fromForeign.events.map((e) => e.id),
+          [next.id, sentinel.id],
+        );
+        replay.close();
+        fromForeign.close();
+      } finally {
+        await t.close();
+      }
+    },
+  );
+}
+
 if (STORES.includes('postgres')) {
+  test(
+    'events/stream on PostgreSQL: an event whose insert commits after a later one is replayed after a reconnect',
+    { timeout: 20_000 },
+    async () => {
+      const t = await startApp({ store: 'postgres', listen: true });
+      const held = new pg.Client({ connectionString: t.config.databaseUrl! });
+      await held.connect();
+      try {
+        const p = await fullProject(t, 'held');
+        const s = await openStream(t.url, `/v1/projects/${p.projectId}/events/stream`, p.live);
+        await subscribed(t.app, p.projectId);
+        // Another instance's insert: its seq is taken, its commit comes later and notifies no one here.
+        await held.query('begin');
+        await held.query(
+          "insert into events (id, project_id, type, reason, log_id, created_at, body) values ('evt_held', $1, 'security.policy_violation', 'credential_handover', 'log_held', $2, '{}')",
+          [p.projectId, Date.now()],
+        );
+        const r = await postLog(t.app, p.human, { payload: {} }, { 'x-service-encryption-key': KEY, 'x-agent-run': 'bot' });
+        assert.equal(r.statusCode, 201);
+        await s.next(1);
+        const resumeFrom = s.ids.at(-1)!;
+        s.close();
+        await held.query('commit');
+        const replay = await openStream(t.url, `/v1/projects/${p.projectId}/events/stream`, p.live, resumeFrom);
+        await replay.next(1);
+        assert.equal(replay.events[0]!.id, 'evt_held');
+        replay.close();
+      } finally {
+        await held.end();
+        await t.close();
+      }
+    },
+  );
+
   test('two instances on one PostgreSQL: events and revocations cross over (LISTEN/NOTIFY)', async () => {
     const databaseUrl = await freshPostgresDatabase();
     const one = await startApp({ store: 'postgres', databaseUrl, listen: true });

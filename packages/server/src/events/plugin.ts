@@ -1,7 +1,8 @@
 /**
  * Security events with a project's `live` key: `GET /v1/projects/{projectId}/events` (stored,
  * newest first, cursor pagination) and `GET …/events/stream` (Server-Sent Events: stored events
- * after `Last-Event-ID` are replayed, then live ones arrive as they happen, with heartbeats).
+ * after `Last-Event-ID` are replayed, with those just below it that may have committed after it,
+ * then live ones arrive as they happen, with heartbeats).
  * A stream ends when its key is revoked or rotated, and when the server shuts down. `HEAD` on
  * the stream (Fastify answers HEAD for every GET route) gets the stream's headers and ends: it
  * used to open a stream that never ended.
@@ -17,6 +18,12 @@ import { toSecurityEvent } from './security.js';
 /** How often an idle stream sends a comment line, so proxies and clients see it is alive. */
 export const SSE_HEARTBEAT_MS = 15_000;
 const REPLAY_MAX = 1000;
+/**
+ * How far before the resume point's event a replay looks for events below its `seq` committed
+ * later (store/events.ts, `listLateBefore`), beyond twice the store deadline: an event's insert
+ * waits at most the deadline for a connection and at most the deadline for a lock.
+ */
+const LATE_MARGIN_MS = 5_000;
 
 const projectParams = { type: 'object', properties: { projectId: projectIdParam }, required: ['projectId'] } as const;
 
@@ -60,7 +67,8 @@ function frame(e: PublishedEvent): string {
 
 /** Events plugin. */
 export default async function eventsPlugin(app: FastifyInstance): Promise<void> {
-  const { store, events } = app.ctx;
+  const { store, events, config } = app.ctx;
+  const lateWindowMs = 2 * config.storeTimeoutMs + LATE_MARGIN_MS;
 
   app.get<{ Params: { projectId: string }; Querystring: { limit?: number; cursor?: string } }>(
     '/v1/projects/:projectId/events',
@@ -108,7 +116,7 @@ export default async function eventsPlugin(app: FastifyInstance): Promise<void> 
         tags: ['events'],
         summary: 'Live security events as Server-Sent Events (live key)',
         description:
-          'text/event-stream. Each event: `id: <seq>`, `event: <type>` (security.policy_violation, retention.purged), `data: <event JSON>`. Send Last-Event-ID to replay stored events after it. A `: heartbeat` comment comes every 15 s. HEAD answers the headers (after the same checks) and ends.',
+          'text/event-stream. Each event: `id: <seq>`, `event: <type>` (security.policy_violation, retention.purged), `data: <event JSON>`. Send Last-Event-ID to replay stored events after it, and those below it created within twice the store deadline plus 5 s before it (an event can commit after one with a higher seq; dedupe by id). A `: heartbeat` comment comes every 15 s. HEAD answers the headers (after the same checks) and ends.',
         params: projectParams,
         headers: { type: 'object', properties: { 'last-event-id': { type: 'string', pattern: '^\\d{1,15}$' } } },
         response: errorResponses(400, 401, 403),
@@ -164,7 +172,10 @@ export default async function eventsPlugin(app: FastifyInstance): Promise<void> 
 
       if (lastSeq !== undefined) {
         try {
-          for (const row of await store.events.listAfter(projectId, lastSeq, REPLAY_MAX)) {
+          // First the project's events below the resume point that may have committed after it
+          // (the client may have some of them: it dedupes by id), then those after it.
+          const late = await store.events.listLateBefore(projectId, lastSeq, lateWindowMs, REPLAY_MAX);
+          for (const row of [...late, ...(await store.events.listAfter(projectId, lastSeq, REPLAY_MAX))]) {
             send(toSecurityEvent(row));
             replayed.add(row.seq);
           }

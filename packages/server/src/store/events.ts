@@ -46,6 +46,36 @@ export class EventRepository {
     return rows.map(fromRow);
   }
 
+  /**
+   * The events a client resuming after `resumeSeq` may not have been sent: those of the project
+   * below it created at most `windowMs` before the event at `resumeSeq` (none when that event is
+   * not the project's), oldest first, among the `scan` newest below it. A `seq` is taken before
+   * its insert commits, so an event can become visible (and be notified) after one with a higher
+   * `seq`; the replay after `resumeSeq` alone would never send it (events/plugin.ts).
+   */
+  async listLateBefore(projectId: string, resumeSeq: number, windowMs: number, scan: number): Promise<EventRow[]> {
+    const at = await this.db
+      .selectFrom('events')
+      .select('created_at')
+      .where('project_id', '=', projectId)
+      .where('seq', '=', resumeSeq)
+      .executeTakeFirst();
+    if (!at) return [];
+    const rows = await this.db
+      .selectFrom('events')
+      .selectAll()
+      .where('project_id', '=', projectId)
+      .where('seq', '<', resumeSeq)
+      .orderBy('seq', 'desc')
+      .limit(scan)
+      .execute();
+    const since = Number(at.created_at) - windowMs;
+    return rows
+      .filter((r) => Number(r.created_at) >= since)
+      .reverse()
+      .map(fromRow);
+  }
+
   /** A project's events after sequence `afterSeq`, oldest first (SSE replay on reconnect). */
   async listAfter(projectId: string, afterSeq: number, limit: number): Promise<EventRow[]> {
     const rows = await this.db
