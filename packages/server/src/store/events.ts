@@ -61,19 +61,29 @@ export class EventRepository {
       .where('seq', '=', resumeSeq)
       .executeTakeFirst();
     if (!at) return [];
+    // The scan reads two columns of the index's newest rows; only the matches are read whole.
+    const since = Number(at.created_at) - windowMs;
+    const seqs = (
+      await this.db
+        .selectFrom('events')
+        .select(['seq', 'created_at'])
+        .where('project_id', '=', projectId)
+        .where('seq', '<', resumeSeq)
+        .orderBy('seq', 'desc')
+        .limit(scan)
+        .execute()
+    )
+      .filter((r) => Number(r.created_at) >= since)
+      .map((r) => r.seq);
+    if (seqs.length === 0) return [];
     const rows = await this.db
       .selectFrom('events')
       .selectAll()
       .where('project_id', '=', projectId)
-      .where('seq', '<', resumeSeq)
-      .orderBy('seq', 'desc')
-      .limit(scan)
+      .where('seq', 'in', seqs)
+      .orderBy('seq', 'asc')
       .execute();
-    const since = Number(at.created_at) - windowMs;
-    return rows
-      .filter((r) => Number(r.created_at) >= since)
-      .reverse()
-      .map(fromRow);
+    return rows.map(fromRow);
   }
 
   /** A project's events after sequence `afterSeq`, oldest first (SSE replay on reconnect). */
