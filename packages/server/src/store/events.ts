@@ -1,7 +1,7 @@
 /**
  * Security events (spec 6), stored so that a dashboard that connects later still sees them.
  */
-import type { Kysely, Selectable } from 'kysely';
+import { sql, type Kysely, type Selectable } from 'kysely';
 import type { Database, EventsTable } from './schema.js';
 
 /** A stored event; `body` holds the fields beyond the indexed ones. */
@@ -54,33 +54,22 @@ export class EventRepository {
    * `seq`; the replay after `resumeSeq` alone would never send it (events/plugin.ts).
    */
   async listLateBefore(projectId: string, resumeSeq: number, windowMs: number, scan: number): Promise<EventRow[]> {
-    const at = await this.db
+    // One statement: the resume point's time, and the `scan` newest numbers below it through the
+    // (project_id, seq) index, so that the time filter never reads the project's whole history.
+    const anchor = this.db.selectFrom('events').select('created_at').where('project_id', '=', projectId).where('seq', '=', resumeSeq);
+    const newest = this.db
       .selectFrom('events')
-      .select('created_at')
+      .select('seq')
       .where('project_id', '=', projectId)
-      .where('seq', '=', resumeSeq)
-      .executeTakeFirst();
-    if (!at) return [];
-    // The scan reads two columns of the index's newest rows; only the matches are read whole.
-    const since = Number(at.created_at) - windowMs;
-    const seqs = (
-      await this.db
-        .selectFrom('events')
-        .select(['seq', 'created_at'])
-        .where('project_id', '=', projectId)
-        .where('seq', '<', resumeSeq)
-        .orderBy('seq', 'desc')
-        .limit(scan)
-        .execute()
-    )
-      .filter((r) => Number(r.created_at) >= since)
-      .map((r) => r.seq);
-    if (seqs.length === 0) return [];
+      .where('seq', '<', resumeSeq)
+      .orderBy('seq', 'desc')
+      .limit(scan);
     const rows = await this.db
       .selectFrom('events')
       .selectAll()
       .where('project_id', '=', projectId)
-      .where('seq', 'in', seqs)
+      .where('seq', 'in', newest)
+      .where(sql<boolean>`created_at >= (${anchor}) - ${windowMs}`)
       .orderBy('seq', 'asc')
       .execute();
     return rows.map(fromRow);
