@@ -10,7 +10,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { request as httpRequest, type IncomingMessage } from 'node:http';
-import { STORES, startApp, freshPostgresDatabase } from './helpers/server.js';
+import { STORES, startApp, freshPostgresDatabase, type TestApp } from './helpers/server.js';
 import { addKey, fullProject, postLog } from './foundation-helpers.js';
 import pg from 'pg';
 import { toSecurityEvent } from '../src/events/security.js';
@@ -69,6 +69,23 @@ function openStream(base: string, path: string, key: string, lastEventId?: strin
     req.on('error', reject);
     req.end();
   });
+}
+
+/**
+ * Stores a handover event `evt_<name>` of `projectId` straight into the store (no call behind
+ * it, nothing published), and returns it as the stream sends it.
+ */
+async function storeEvent(t: TestApp, projectId: string, name: string, createdAt = Date.now()) {
+  const row = {
+    id: `evt_${name}`,
+    projectId,
+    type: 'security.policy_violation',
+    reason: 'credential_handover',
+    logId: `log_${name}`,
+    createdAt,
+    body: { actor: `actor-${name}`, credentialClass: 'human', agentHeaders: ['x-agent-run'] },
+  };
+  return toSecurityEvent({ ...row, seq: await t.app.ctx.store.events.insert(row) });
 }
 
 /** Waits until the app has `n` live subscribers of a project (the stream is registered). */
@@ -141,20 +158,8 @@ for (const store of STORES) {
       const t = await startApp({ store, listen: true });
       try {
         const p = await fullProject(t, 'late');
-        const row = (n: number) => ({
-          id: `evt_late_${n}`,
-          projectId: p.projectId,
-          type: 'security.policy_violation',
-          reason: 'credential_handover',
-          logId: `log_late_${n}`,
-          createdAt: Date.now(),
-          body: { actor: `actor-${n}`, credentialClass: 'human', agentHeaders: ['x-agent-run'] },
-        });
         // Two stored events, seq a < b, whose notifications arrive b first.
-        const stored = async (n: number) => {
-          const r = row(n);
-          return toSecurityEvent({ ...r, seq: await t.app.ctx.store.events.insert(r) });
-        };
+        const stored = (n: number) => storeEvent(t, p.projectId, `late_${n}`);
         const first = await stored(1);
         const s = await openStream(t.url, `/v1/projects/${p.projectId}/events/stream`, p.live);
         await subscribed(t.app, p.projectId);
@@ -201,18 +206,7 @@ for (const store of STORES) {
       try {
         const p = await fullProject(t, 'below');
         const other = await fullProject(t, 'other');
-        const stored = async (n: number, createdAt: number, projectId = p.projectId) => {
-          const r = {
-            id: `evt_below_${n}`,
-            projectId,
-            type: 'security.policy_violation',
-            reason: 'credential_handover',
-            logId: `log_below_${n}`,
-            createdAt,
-            body: { actor: `actor-${n}`, credentialClass: 'human', agentHeaders: ['x-agent-run'] },
-          };
-          return toSecurityEvent({ ...r, seq: await t.app.ctx.store.events.insert(r) });
-        };
+        const stored = (n: number, createdAt: number, projectId = p.projectId) => storeEvent(t, projectId, `below_${n}`, createdAt);
         // An old event (long before the window), one that committed while the client was away
         // (its notification reached no stream), then the one the client last got, then another project's.
         const old = await stored(1, Date.now() - 120_000);
