@@ -21,6 +21,7 @@ import { Store, type NewLog, type RowRef } from '../packages/server/src/store/in
 import { PgWriter } from '../packages/server/src/store/pg-writer.js';
 import { sealProxyPayload, type ProxyPayload } from '../packages/server/src/proxy/record.js';
 import { quantile } from './proxy/report.js';
+import { monotonicMs } from '../packages/server/src/monotonic-clock.js';
 
 const SECONDS = Number(process.env.PG_BENCH_SECONDS ?? 4);
 const BATCH = 32;
@@ -111,7 +112,7 @@ export default async function pgCapacity(): Promise<Record<string, unknown>> {
   };
   let seq = 0;
   const nextId = () => `log_cap_${(seq++).toString(36).padStart(10, '0')}`;
-  const far = () => Date.now() + 30_000;
+  const far = () => monotonicMs() + 30_000;
   try {
     // Footprint of 2,000 calls through one writer.
     const stat = async () => {

@@ -18,6 +18,7 @@ import { CHECKPOINT_CHANNEL } from '../src/store/diagnostics-channels.js';
 import { SqliteWriter } from '../src/store/sqlite-writer.js';
 import { startApp } from './helpers/server.js';
 import { fullProject, postLog } from './foundation-helpers.js';
+import { monotonicMs } from '../src/monotonic-clock.js';
 
 test('SQLite: the background worker checkpoints the WAL into the database file', async () => {
   const t = await startApp({ store: 'sqlite' });
@@ -117,7 +118,7 @@ test("SQLite: the writer's closing pass waits for a background pass; with none e
   try {
     const until = Date.now() + 2 * policy.closeEveryMs * 2 + 600;
     for (let i = 0; Date.now() < until; i++) {
-      const r = await writer.write({ inserts: [closeWaitLog(`log_close_wait_${i}`)], outcomes: [], refusals: [] }, Date.now() + 5000);
+      const r = await writer.write({ inserts: [closeWaitLog(`log_close_wait_${i}`)], outcomes: [], refusals: [] }, monotonicMs() + 5000);
       assert.equal(r.inserted[0], 1);
     }
     const closing = events.filter((e) => e.by === 'writer' && e.mode === 'PASSIVE' && !e.busy);
@@ -151,7 +152,7 @@ test('SQLite: after a slow background pass the writer defers its closing pass (i
   try {
     const until = Date.now() + 2 * policy.slowDeferMs + 700;
     for (let i = 0; Date.now() < until; i++) {
-      const r = await writer.write({ inserts: [closeWaitLog(`log_close_slow_${i}`)], outcomes: [], refusals: [] }, Date.now() + 5000);
+      const r = await writer.write({ inserts: [closeWaitLog(`log_close_slow_${i}`)], outcomes: [], refusals: [] }, monotonicMs() + 5000);
       assert.equal(r.inserted[0], 1);
     }
     const background = events.filter((e) => e.by === 'background' && !e.busy);

@@ -18,6 +18,7 @@ import { Store, type NewLog } from '../src/store/index.js';
 import { LogWriter, type WriteBackend, type WriteBatch, type WriteResult } from '../src/store/log-writer.js';
 import { SqliteWriter } from '../src/store/sqlite-writer.js';
 import { PgWriter } from '../src/store/pg-writer.js';
+import { monotonicMs } from '../src/monotonic-clock.js';
 
 const DEADLINE_MS = 400;
 
@@ -86,8 +87,8 @@ for (const store of STORES) {
       async write(batch: WriteBatch, deadline: number): Promise<WriteResult> {
         if (!late || batch.inserts.length === 0) return real.write(batch, deadline);
         late = false;
-        await new Promise((r) => setTimeout(r, deadline - Date.now() + 150));
-        return real.write(batch, Date.now() + 5000);
+        await new Promise((r) => setTimeout(r, deadline - monotonicMs() + 150));
+        return real.write(batch, monotonicMs() + 5000);
       },
       close: () => real.close(),
     };

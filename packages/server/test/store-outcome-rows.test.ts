@@ -14,8 +14,9 @@ import { Store } from '../src/store/index.js';
 import type { WriteBackend } from '../src/store/log-writer.js';
 import { SqliteWriter, WRITER_SQL } from '../src/store/sqlite-writer.js';
 import { PgWriter } from '../src/store/pg-writer.js';
+import { monotonicMs } from '../src/monotonic-clock.js';
 
-const far = () => Date.now() + 5000;
+const far = () => monotonicMs() + 5000;
 const done = (payload: string) => ({ status: 'complete' as const, payload, payloadHash: 'cd'.repeat(32), completedAt: Date.now() });
 
 for (const store of STORES)

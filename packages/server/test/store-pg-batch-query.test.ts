@@ -16,6 +16,7 @@ import { executeNamed } from '../src/store/pg-batch-query.js';
 import { PgWriter } from '../src/store/pg-writer.js';
 import { Store, type NewLog } from '../src/store/index.js';
 import { proofLog } from './proofs-helpers.js';
+import { monotonicMs } from '../src/monotonic-clock.js';
 
 const ECHO = { name: 'cs_t_echo', text: 'select $1::int8 as a, $2::text as b, null::text as c, 1 / $3::int4 as d' };
 const ARRAYS = { name: 'cs_t_arrays', text: 'select x, y from unnest($1::text[], $2::int8[]) as v(x, y)' };
@@ -109,7 +110,7 @@ for (const _ of STORES.filter((s) => s === 'postgres'))
     try {
       const log = (i: number): NewLog =>
         proofLog(Date.now(), { id: `log_held_${i}`, projectId: 'prj_held', source: 'proxy', status: 'pending', requestProof: false });
-      const write = (i: number) => writer.write({ inserts: [log(i)], outcomes: [], refusals: [] }, Date.now() + 5000);
+      const write = (i: number) => writer.write({ inserts: [log(i)], outcomes: [], refusals: [] }, monotonicMs() + 5000);
       for (let i = 0; i < 5; i++) assert.deepEqual([...(await write(i)).inserted], [1]);
       const mine = await writerPids();
       assert.equal(mine.length, 1, 'five batches, one connection');

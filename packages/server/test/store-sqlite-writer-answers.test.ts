@@ -13,9 +13,10 @@ import { proofLog } from './proofs-helpers.js';
 import { Store } from '../src/store/index.js';
 import { EXPIRED, WRITTEN } from '../src/store/log-writer.js';
 import { SqliteWriter } from '../src/store/sqlite-writer.js';
+import { monotonicMs } from '../src/monotonic-clock.js';
 
 const PROJECT = 'prj_answers';
-const far = () => Date.now() + 5000;
+const far = () => monotonicMs() + 5000;
 const done = (payload: string) => ({ status: 'complete' as const, payload, payloadHash: 'cd'.repeat(32), completedAt: Date.now() });
 const pending = () => proofLog(Date.now(), { projectId: PROJECT, source: 'proxy', status: 'pending', requestProof: false });
 
@@ -31,7 +32,7 @@ test('SQLite writer thread: each row of each batch gets its code back, within on
       writer.write({ inserts: [a, c], outcomes: [{ ref: { projectId: PROJECT, id: 'log_nowhere' }, c: done('{}') }], refusals: [] }, far()),
       writer.write(
         { inserts: [pending()], outcomes: [{ ref: { projectId: PROJECT, id: b.id }, c: done('{}') }], refusals: [] },
-        Date.now() - 1,
+        monotonicMs() - 1,
       ),
     ]);
     assert.deepEqual(first.inserted, [WRITTEN, WRITTEN]);

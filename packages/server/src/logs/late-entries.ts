@@ -16,7 +16,7 @@ export const MAX_WATCHED = 10_000;
 
 /** Numbers missing behind a stream's position, each with the time after which it is given up. */
 export class LateEntryWatch {
-  /** Missing number → when to give it up (epoch ms). Insertion order is ascending time. */
+  /** Missing number → when to give it up (monotonic-clock.ts ms: a wall-clock step must not end a watch early). Insertion order is ascending time. */
   readonly #watched = new Map<number, number>();
 
   /** @param holdMs how long a missing number is watched: the store deadline plus a margin. */

@@ -20,6 +20,7 @@ import { toLogEntry } from './entry.js';
 import { FILTER_PROPERTIES, filterOf } from './filters.js';
 import { readGuard } from './plugin.js';
 import { LateEntryWatch } from './late-entries.js';
+import { monotonicMs } from '../monotonic-clock.js';
 
 /** How often the stream reads the store for new entries, ms. */
 export const TAIL_EVERY_MS = 500;
@@ -107,11 +108,11 @@ export function registerLogStream(app: FastifyInstance): void {
         // The first read also looks below the starting point, for entries still committing elsewhere.
         const { upTo, missing } = await store.seqGaps.missing(primed ? after : Math.max(0, after - START_LOOKBACK));
         primed = true;
-        watch.watch(missing, Date.now());
+        watch.watch(missing, monotonicMs());
         await sendRange(after, upTo);
         if (ended) return;
         after = upTo;
-        const open = watch.open(Date.now());
+        const open = watch.open(monotonicMs());
         let sentLate = false;
         if (open.length > 0) {
           const arrived = await store.seqGaps.present(open);

@@ -15,6 +15,7 @@ import { registerProxyRoute } from './proxy-route.js';
 import { registerForwardRoutes } from './forward-route.js';
 import { UpstreamTable } from './upstreams.js';
 import { SlotSet } from '../slot-set.js';
+import { monotonicMs } from '../monotonic-clock.js';
 
 /** The proxy's moving parts, decorated on the app as `app.proxy` (tests swap the resolver). */
 export interface ProxyRuntime {
@@ -83,8 +84,8 @@ async function proxyPlugin(app: FastifyInstance): Promise<void> {
   app.addHook('onClose', async () => timers.forEach((t) => clearInterval(t)));
   app.addHook('preClose', async () => {
     if (runtime.active.size === 0) return;
-    const deadline = Date.now() + SHUTDOWN_GRACE_MS;
-    while (runtime.active.size > 0 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
+    const deadline = monotonicMs() + SHUTDOWN_GRACE_MS;
+    while (runtime.active.size > 0 && monotonicMs() < deadline) await new Promise((r) => setTimeout(r, 20));
     for (const x of runtime.active) x.abort('server_shutdown');
     while (runtime.active.size > 0) await new Promise((r) => setTimeout(r, 5));
   });

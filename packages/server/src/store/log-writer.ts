@@ -8,7 +8,8 @@
  *
  * Deadline. A store that hangs (a table locked by another session, a database that stopped
  * answering) must not make calls wait for ever: every batch has a deadline
- * (`COUNTERSIGN_STORE_TIMEOUT_MS`, from submission), after which its callers get
+ * (`COUNTERSIGN_STORE_TIMEOUT_MS`, from submission, on the monotonic clock: a step of the wall
+ * clock moves no deadline, monotonic-clock.ts), after which its callers get
  * {@link StoreTimeoutError} (503 `log_store_unavailable`; the proxy forwards nothing). The
  * backends refuse to commit rows past their deadline (the SQLite worker rolls such a
  * transaction back; PostgreSQL's `statement_timeout` cancels the statement), so a timed-out row
@@ -21,6 +22,7 @@ import { channel } from 'node:diagnostics_channel';
 import { STORE_BATCH_CHANNEL } from './diagnostics-channels.js';
 import { BusyClock, metrics, queueDepth } from '../metrics/registry.js';
 import { SlotSet } from '../slot-set.js';
+import { monotonicMs } from '../monotonic-clock.js';
 import type { LogCompletion, NewLog } from './logs.js';
 
 /** A write-ahead record a caller was refused for: made `failed` if it is (or becomes) stored as pending. */
@@ -79,7 +81,7 @@ export interface WriteBackend {
    * are in flight, and the next call carries everything queued meanwhile.
    */
   readonly maxInflight: number;
-  /** Commits `batch`, writing nothing once `deadline` (epoch ms) has passed. */
+  /** Commits `batch`, writing nothing once `deadline` ({@link monotonicMs}) has passed. */
   write(batch: WriteBatch, deadline: number): Promise<WriteResult>;
   /** Finishes what was handed over, then releases the connection. */
   close(): Promise<void>;
@@ -209,7 +211,7 @@ export class LogWriter {
 
   #part(): Part {
     if (this.#open) return this.#open;
-    const part = new Part(Date.now() + this.timeoutMs);
+    const part = new Part(monotonicMs() + this.timeoutMs);
     this.#open = part;
     setImmediate(() => this.#endTurn());
     this.#sweep(true);
@@ -361,7 +363,7 @@ export class LogWriter {
   }
 
   #expire(): void {
-    const now = Date.now();
+    const now = monotonicMs();
     while (this.#queued.length > 0 && this.#queued[0]!.deadline <= now) {
       const part = this.#queued.shift()!;
       this.#abandon(part);

@@ -23,6 +23,7 @@ import { EXPIRED, type WriteBackend, type WriteBatch, type WriteResult } from '.
 import { INSERT_COLUMNS, OUTCOME_COLUMNS, pushInsert, pushOutcomeValues } from './write-rows.js';
 import { executeNamed, type TextRow } from './pg-batch-query.js';
 import { leavesPgConnectionUsable } from './availability.js';
+import { monotonicMs } from '../monotonic-clock.js';
 
 /** PostgreSQL type of each column the hot path writes (the order is write-rows.ts's, shared with the SQLite writer). */
 const PG_TYPES: Record<(typeof INSERT_COLUMNS)[number] | (typeof OUTCOME_COLUMNS)[number], string> = {
@@ -209,7 +210,7 @@ export class PgWriter implements WriteBackend {
     const inserted = new Array<number>(batch.inserts.length).fill(0);
     const seqs = new Array<number>(batch.inserts.length).fill(0);
     const completed = new Array<number>(batch.outcomes.length).fill(0);
-    if (Date.now() >= deadline) return { inserted: inserted.fill(EXPIRED), seqs, completed: completed.fill(EXPIRED) };
+    if (monotonicMs() >= deadline) return { inserted: inserted.fill(EXPIRED), seqs, completed: completed.fill(EXPIRED) };
     // Within one batch the first of a (project, id) pair wins; the others report "existed".
     const firstOf = new Map<string, number>();
     const unique: NewLog[] = [];

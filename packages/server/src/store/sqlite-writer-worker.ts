@@ -14,6 +14,7 @@
 import type BetterSqlite3 from 'better-sqlite3';
 import type { MessagePort } from 'node:worker_threads';
 import type { CheckpointEvent, CheckpointPolicy, runCheckpoint } from './sqlite-checkpointer.js';
+import type { monotonicMs } from '../monotonic-clock.js';
 
 /** What the worker is started with. */
 export interface WriterWorkerData {
@@ -61,6 +62,9 @@ export function sqliteWriterMain(
   cfg: WriterWorkerData,
   Database: typeof BetterSqlite3,
   checkpointOnce: typeof runCheckpoint,
+  // Deadlines come from the main thread on the process's monotonic clock; the cycle's timing uses
+  // it too, so that a step of the wall clock neither expires writes nor stalls the WAL's restart.
+  clock: typeof monotonicMs,
 ): void {
   const db = new Database(cfg.file);
   db.pragma('journal_mode = WAL');
@@ -82,8 +86,8 @@ export function sqliteWriterMain(
   let queue: BatchMessage[] = [];
   let scheduled = false;
   let stopping = false;
-  let lastWrite = Date.now();
-  let lastCheckpoint = Date.now();
+  let lastWrite = clock();
+  let lastCheckpoint = clock();
   let truncated = true;
   const passes = new Int32Array(cfg.passes);
   // passCounter (sqlite-checkpointer.ts): [0] background passes ended, [1] the last one's ms.
@@ -157,14 +161,14 @@ export function sqliteWriterMain(
       }
       for (const end = v.length; p < end; p += RW) refuse.run(v[p + 2], v[p], v[p + 1]);
     }
-    if (Date.now() >= first) throw expired;
+    if (clock() >= first) throw expired;
   });
 
   const commit = (msgs: BatchMessage[]): DoneMessage => {
     const results: DoneMessage = [];
     let live = msgs;
     while (live.length > 0) {
-      const now = Date.now();
+      const now = clock();
       const keep: BatchMessage[] = [];
       for (const m of live) {
         if (deadlineOf(m) > now) keep.push(m);
@@ -205,7 +209,7 @@ export function sqliteWriterMain(
     if (e && why) Object.assign(e, why);
     if (e) port.postMessage((lastEvent = e));
     if (e?.busy) return false;
-    lastCheckpoint = Date.now();
+    lastCheckpoint = clock();
     return true;
   };
 
@@ -221,7 +225,7 @@ export function sqliteWriterMain(
     const seen = Atomics.load(passes, 0);
     const fresh = seen !== passesSeen;
     passesSeen = seen;
-    const since = Date.now() - lastCheckpoint;
+    const since = clock() - lastCheckpoint;
     if (since < cfg.policy.closeEveryMs) return;
     const slowPass = Atomics.load(passes, 1);
     if (slowPass >= cfg.policy.slowPassMs) {
@@ -236,7 +240,7 @@ export function sqliteWriterMain(
     queue = [];
     if (msgs.length > 0) {
       port.postMessage(commit(msgs));
-      lastWrite = Date.now();
+      lastWrite = clock();
       truncated = false;
     }
     closeIfDue();
@@ -248,7 +252,7 @@ export function sqliteWriterMain(
   const timer = setInterval(
     () => {
       if (scheduled) return;
-      const idle = Date.now() - lastWrite;
+      const idle = clock() - lastWrite;
       if (!truncated && idle >= cfg.policy.truncateIdleMs) truncated = checkpoint('TRUNCATE');
       else closeIfDue();
     },

@@ -16,6 +16,7 @@ import { metrics } from '../metrics/registry.js';
 import type { LogCompletion } from './logs.js';
 import { INSERT_COLUMNS, OUTCOME_COLUMNS, pushInsert, pushOutcomeValues } from './write-rows.js';
 import type { RowRef, WriteBackend, WriteBatch, WriteResult } from './log-writer.js';
+import { monotonicMs } from '../monotonic-clock.js';
 import { BATCH_HEAD, sqliteWriterMain, type BatchMessage, type DoneMessage, type WriterWorkerData } from './sqlite-writer-worker.js';
 import {
   BackgroundCheckpointer,
@@ -120,7 +121,7 @@ export class SqliteWriter implements WriteBackend {
       sql: WRITER_SQL,
       widths: { insert: INSERT_COLUMNS.length, outcome: OUTCOME_COLUMNS.length + 3, refusal: 3, head: BATCH_HEAD },
     };
-    const worker = startSqliteThread(sqliteWriterMain, data, THREAD_NAMES.writer, [runCheckpoint]);
+    const worker = startSqliteThread(sqliteWriterMain, data, THREAD_NAMES.writer, [runCheckpoint, monotonicMs]);
     this.#starting = new Promise<Worker>((resolve, reject) => {
       worker.once('message', () => resolve(worker));
       worker.once('error', reject);
