@@ -114,6 +114,10 @@ export async function postLogBatch(endpoint: string, apiKey: string, logs: Faile
 interface Slot {
   log: FailedLog | undefined;
   group: string;
+  /**
+   * `performance.now()` when reserved. Not `Date.now()`: a wall clock stepped back made `waited`
+   * negative and held a filling batch for the length of the step (an hour back, an hour held).
+   */
   queuedAt: number;
 }
 
@@ -157,7 +161,7 @@ export class DeliveryQueue {
    */
   reserve(group: string): { fill: (log: FailedLog) => void; cancel: () => void } | undefined {
     if (this.#queue.length >= this.#s.maxQueueSize) return undefined;
-    const slot: Slot = { log: undefined, group, queuedAt: Date.now() };
+    const slot: Slot = { log: undefined, group, queuedAt: performance.now() };
     this.#queue.push(slot);
     return {
       fill: (log) => {
@@ -215,7 +219,7 @@ export class DeliveryQueue {
       let n = 0;
       while (n < this.#s.batchSize && n < this.#queue.length && this.#queue[n]!.log && this.#queue[n]!.group === head.group) n++;
       const full = n === this.#s.batchSize || (n < this.#queue.length && this.#queue[n]!.log !== undefined);
-      const waited = Date.now() - head.queuedAt;
+      const waited = performance.now() - head.queuedAt;
       if (!full && this.#flushing === 0 && !this.#abandon.signal.aborted && waited < this.#s.flushIntervalMs) {
         // Let the batch fill; the timer does not keep the process alive (beforeExit flushes).
         this.#timer = setTimeout(() => this.#pump(), this.#s.flushIntervalMs - waited);

@@ -59,6 +59,34 @@ describe('delivery edge paths', () => {
     await new Promise((resolve) => hang.close(resolve));
   });
 
+  it('a wall clock stepped an hour back while a batch fills does not hold it: it goes out at the flush interval', async () => {
+    // The step is made by replacing Date.now in this process (setting the machine's clock would
+    // move every other process on it). The endpoint refuses connections and retries are off, so
+    // the attempt shows as a failure; no server here reads the stepped clock.
+    const failures: DeliveryFailure[] = [];
+    const c = new ServiceClient({
+      apiKey: srv.project.keys.service,
+      encryptionKey: 'k',
+      endpoint: await deadEndpoint(),
+      flushOnExit: false,
+      onDeliveryFailure: (f) => void failures.push(f),
+      delivery: { flushIntervalMs: 100, batchSize: 100, maxRetries: 0 },
+    });
+    const real = Date.now;
+    try {
+      const id = await c.log({ action: 'clock-step' });
+      Date.now = () => real() - 3_600_000;
+      const started = performance.now();
+      // The flush interval with fiftyfold slack (not a speed figure): an hour would be the defect.
+      while (failures.length === 0 && performance.now() - started < 5000) await new Promise((r) => setTimeout(r, 20));
+      assert.equal(failures.length, 1, 'the batch was sent (and refused) within 5 s');
+      assert.equal(failures[0]!.logs[0]!.entry.id, id);
+    } finally {
+      Date.now = real;
+      await c.shutdown({ timeoutMs: 1000 });
+    }
+  });
+
   it('a full queue sends new logs to the failure path instead of growing without bound', async () => {
     const failures: DeliveryFailure[] = [];
     const c = new ServiceClient({
