@@ -7,7 +7,7 @@
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import net from 'node:net';
-import { ServiceClient, retryAfterMs, backoffMs, type DeliveryFailure } from '../src/index.js';
+import { ServiceClient, retryAfterMs, backoffMs, type DeliveryFailure, type DeliveryOptions } from '../src/index.js';
 import { deadEndpoint, startServer, type ClientTestServer } from './helpers/server.js';
 
 describe('delivery edge paths', () => {
@@ -16,6 +16,20 @@ describe('delivery edge paths', () => {
     srv = await startServer({ config: { maxBatchLogs: 10 } });
   });
   after(async () => srv.close());
+
+  /** A client whose endpoint refuses connections, and the failures it reports. */
+  async function refusedClient(delivery: DeliveryOptions): Promise<{ c: ServiceClient; failures: DeliveryFailure[] }> {
+    const failures: DeliveryFailure[] = [];
+    const c = new ServiceClient({
+      apiKey: srv.project.keys.service,
+      encryptionKey: 'k',
+      endpoint: await deadEndpoint(),
+      flushOnExit: false,
+      onDeliveryFailure: (f) => void failures.push(f),
+      delivery,
+    });
+    return { c, failures };
+  }
 
   it('halves batches the server finds too large (413) and delivers everything once', async () => {
     const c = new ServiceClient({
@@ -63,15 +77,7 @@ describe('delivery edge paths', () => {
     // The step is made by replacing Date.now in this process (setting the machine's clock would
     // move every other process on it). The endpoint refuses connections and retries are off, so
     // the attempt shows as a failure; no server here reads the stepped clock.
-    const failures: DeliveryFailure[] = [];
-    const c = new ServiceClient({
-      apiKey: srv.project.keys.service,
-      encryptionKey: 'k',
-      endpoint: await deadEndpoint(),
-      flushOnExit: false,
-      onDeliveryFailure: (f) => void failures.push(f),
-      delivery: { flushIntervalMs: 100, batchSize: 100, maxRetries: 0 },
-    });
+    const { c, failures } = await refusedClient({ flushIntervalMs: 100, batchSize: 100, maxRetries: 0 });
     const real = Date.now;
     try {
       const id = await c.log({ action: 'clock-step' });
@@ -88,15 +94,7 @@ describe('delivery edge paths', () => {
   });
 
   it('a full queue sends new logs to the failure path instead of growing without bound', async () => {
-    const failures: DeliveryFailure[] = [];
-    const c = new ServiceClient({
-      apiKey: srv.project.keys.service,
-      encryptionKey: 'k',
-      endpoint: await deadEndpoint(),
-      flushOnExit: false,
-      onDeliveryFailure: (f) => void failures.push(f),
-      delivery: { maxQueueSize: 5, maxRetries: 0, flushIntervalMs: 60_000, batchSize: 100 },
-    });
+    const { c, failures } = await refusedClient({ maxQueueSize: 5, maxRetries: 0, flushIntervalMs: 60_000, batchSize: 100 });
     const ids = await Promise.all(Array.from({ length: 8 }, (_, i) => c.log({ action: 'q', metadata: { i } })));
     await c.shutdown();
     const got = failures.flatMap((f) => f.logs.map((l) => l.entry.id));

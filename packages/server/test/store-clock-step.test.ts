@@ -17,9 +17,9 @@ import { sql } from 'kysely';
 import { STORES, startApp, type TestApp } from './helpers/server.js';
 import { lockLogs } from './helpers/lock-logs.js';
 import { makeProjectKey, proxyCall, startUpstream } from './helpers/upstreams.js';
+import { sleep } from './proofs-helpers.js';
 
 const HOUR_MS = 3_600_000;
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 async function statuses(t: TestApp): Promise<Record<string, number>> {
   const r = await sql<{ status: string; n: number }>`select status, count(*) as n from logs group by status`.execute(t.app.ctx.store.db);
